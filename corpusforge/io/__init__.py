@@ -1,0 +1,1 @@
+"""Reading inputs, writing sharded Parquet datasets, and opening them again."""

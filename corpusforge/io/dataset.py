@@ -1,0 +1,213 @@
+"""Open a dataset by its manifest, verify it, read it.
+
+The shards are plain Parquet: polars (``pl.scan_parquet``), ``pyarrow.dataset`` and Hugging
+Face ``datasets`` (``load_dataset("parquet", data_files=...)``) read them without
+corpusforge. This module adds what those do not know: the manifest's order, the record
+schema and version, and checksums.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from corpusforge import schemas
+from corpusforge.errors import ManifestError
+from corpusforge.io.atomic import write_json
+from corpusforge.io.writer import ShardInfo
+
+MANIFEST = "manifest.json"
+FORMAT = "corpusforge.dataset"
+MANIFEST_VERSION = "1.0.0"
+
+
+def build_manifest(*, schema: schemas.RecordSchema, target: pa.Schema, shards: list[ShardInfo], dataset: str,
+                   config_hash: str, lineage: dict, sources: dict | None = None, artifacts: dict | None = None,
+                   order: dict | None = None) -> dict:
+    """The manifest as a dict. Deterministic: no timestamps or host names, so that a
+    re-run of the same config on the same input writes the same bytes."""
+    return {
+        "format": FORMAT,
+        "manifest_version": MANIFEST_VERSION,
+        "schema": {"name": schema.name, "version": schema.version},
+        "dataset": dataset,
+        "columns": [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in target],
+        "shards": [s.to_dict() for s in shards],
+        "rows": sum(s.rows for s in shards),
+        "bytes": sum(s.bytes for s in shards),
+        "sources": sources or {},
+        "config_hash": config_hash,
+        "lineage": lineage,
+        "artifacts": artifacts or {},
+        "order": order or {"kind": "input", "description": "shards and rows in input order"},
+    }
+
+
+def write_manifest(directory: Path, manifest: dict) -> Path:
+    path = Path(directory) / MANIFEST
+    write_json(path, manifest)
+    return path
+
+
+@dataclass(frozen=True)
+class Problem:
+    shard: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.shard}: {self.problem}"
+
+
+class Dataset:
+    """A dataset on disk: ``manifest.json`` plus the shards it lists."""
+
+    def __init__(self, root: Path, manifest: dict):
+        self.root = root
+        self.manifest = manifest
+
+    @classmethod
+    def open(cls, path: str | Path) -> "Dataset":
+        path = Path(path)
+        manifest_path = path if path.name == MANIFEST or path.suffix == ".json" else path / MANIFEST
+        if not manifest_path.exists():
+            raise ManifestError(f"no manifest at {manifest_path}: not a corpusforge dataset (run `corpusforge run` first)")
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ManifestError(f"{manifest_path}: not valid JSON: {exc}") from exc
+        for key in ("format", "schema", "shards"):
+            if key not in manifest:
+                raise ManifestError(f"{manifest_path}: missing key {key!r}")
+        if manifest["format"] != FORMAT:
+            raise ManifestError(f"{manifest_path}: format is {manifest['format']!r}, expected {FORMAT!r}")
+        ds = cls(manifest_path.parent, manifest)
+        ds.check_schema_version()
+        return ds
+
+    # -- metadata -------------------------------------------------------------------
+    @property
+    def schema_name(self) -> str:
+        return self.manifest["schema"]["name"]
+
+    @property
+    def schema_version(self) -> str:
+        return self.manifest["schema"]["version"]
+
+    @property
+    def record_schema(self) -> schemas.RecordSchema:
+        return schemas.load(self.schema_name)
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.manifest.get("rows", sum(s["rows"] for s in self.manifest["shards"])))
+
+    @property
+    def shard_paths(self) -> list[Path]:
+        return [self.root / s["path"] for s in self.manifest["shards"]]
+
+    def check_schema_version(self, expected: str | None = None) -> None:
+        """Refuse a dataset whose record schema has a different major version than the one
+        this code was built for (or than ``expected``)."""
+        try:
+            current = expected or self.record_schema.version
+        except Exception as exc:  # unknown schema name
+            raise ManifestError(f"{self.root}: {exc}") from exc
+        if self.schema_version.split(".")[0] != current.split(".")[0]:
+            raise ManifestError(
+                f"{self.root}: record schema {self.schema_name} v{self.schema_version} is not compatible with "
+                f"v{current} that this code reads (major versions differ); re-run the pipeline or upgrade")
+
+    # -- integrity --------------------------------------------------------------------
+    def verify(self, *, checksums: bool = True) -> list[Problem]:
+        """Check every shard exists, has the listed size and (``checksums``) sha256, and
+        that its Parquet schema is the dataset's. Returns the problems found (empty = valid)."""
+        problems: list[Problem] = []
+        listed = {s["path"] for s in self.manifest["shards"]}
+        for entry in self.manifest["shards"]:
+            path = self.root / entry["path"]
+            if not path.exists():
+                problems.append(Problem(entry["path"], "missing"))
+                continue
+            size = path.stat().st_size
+            if size != entry["bytes"]:
+                problems.append(Problem(entry["path"], f"size {size} != {entry['bytes']} in manifest (truncated or altered)"))
+                continue
+            if checksums:
+                digest = _sha256(path)
+                if digest != entry["sha256"]:
+                    problems.append(Problem(entry["path"], f"sha256 {digest[:12]}... != {entry['sha256'][:12]}... in manifest"))
+                    continue
+            try:
+                meta = pq.read_metadata(path)
+            except Exception as exc:  # noqa: BLE001 - any parse failure is a problem to report
+                problems.append(Problem(entry["path"], f"not readable as Parquet: {exc}"))
+                continue
+            if meta.num_rows != entry["rows"]:
+                problems.append(Problem(entry["path"], f"{meta.num_rows} rows != {entry['rows']} in manifest"))
+        for stray in sorted(self.root.glob("*.parquet")):
+            if stray.name not in listed:
+                problems.append(Problem(stray.name, "shard file not listed in the manifest"))
+        return problems
+
+    # -- reading ----------------------------------------------------------------------
+    def read_shard(self, index: int, columns: list[str] | None = None, verify: bool = False) -> pa.Table:
+        entry = self.manifest["shards"][index]
+        path = self.root / entry["path"]
+        if not verify:
+            return pq.read_table(path, columns=columns)
+        # One read of the file: hash it and parse it from memory, the hash running in a
+        # second thread (hashlib releases the GIL) while Arrow decodes.
+        data = path.read_bytes()
+        with ThreadPoolExecutor(1) as pool:
+            digest = pool.submit(lambda: hashlib.sha256(data).hexdigest())
+            table = pq.read_table(pa.BufferReader(data), columns=columns)
+            if digest.result() != entry["sha256"]:
+                raise ManifestError(f"{path}: sha256 does not match the manifest (altered or truncated shard)")
+        return table
+
+    def iter_tables(self, columns: list[str] | None = None, verify: bool = False) -> Iterator[pa.Table]:
+        """Yield one table per shard, in manifest order."""
+        for i in range(len(self.manifest["shards"])):
+            yield self.read_shard(i, columns=columns, verify=verify)
+
+    def iter_batches(self, columns: list[str] | None = None, batch_size: int = 65_536) -> Iterator[pa.RecordBatch]:
+        """Stream record batches in manifest order without loading whole shards."""
+        for path in self.shard_paths:
+            yield from pq.ParquetFile(path).iter_batches(batch_size=batch_size, columns=columns)
+
+    def read(self, columns: list[str] | None = None, verify: bool = False) -> pa.Table:
+        tables = list(self.iter_tables(columns=columns, verify=verify))
+        if not tables:
+            return self.arrow_schema().empty_table() if columns is None else self.arrow_schema().empty_table().select(columns)
+        return pa.concat_tables(tables)
+
+    def arrow_schema(self) -> pa.Schema:
+        if self.manifest["shards"]:
+            return pq.read_schema(self.shard_paths[0])
+        return self.record_schema.arrow
+
+    def to_polars(self, columns: list[str] | None = None):
+        import polars as pl
+
+        return pl.from_arrow(self.read(columns=columns))
+
+    def scan_polars(self):
+        """A lazy polars frame over the shards, in manifest order."""
+        import polars as pl
+
+        return pl.scan_parquet([str(p) for p in self.shard_paths])
+
+
+def _sha256(path: Path, chunk: int = 8 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()

@@ -1,0 +1,161 @@
+"""The reader contract and the helpers readers share."""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import io
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Iterator
+
+import pyarrow as pa
+import xxhash
+from pydantic import BaseModel, ConfigDict, Field
+
+from corpusforge.errors import ConfigError
+from corpusforge.stage import REJECT_DETAIL, REJECT_REASON
+
+
+class ReaderConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    paths: list[str] = Field(min_length=1, description="Files, folders (searched recursively) or glob patterns.")
+    source: str = Field(min_length=1, description="Dataset/domain name written to every record's `source`.")
+
+
+@dataclass
+class ReadBatch:
+    records: pa.Table                   # rows of the record schema
+    rejected: pa.Table | None = None    # same, plus reject_reason / reject_detail
+
+
+def record_id(source: str, payload: bytes | str) -> str:
+    """Stable record id: xxh3-128 of source, NUL, payload."""
+    if isinstance(payload, str):
+        payload = payload.encode("utf-8", "surrogatepass")
+    return xxhash.xxh3_128_hexdigest(source.encode() + b"\0" + payload)
+
+
+def with_reasons(table: pa.Table, reasons: list[str], details: list[str | None]) -> pa.Table:
+    return table.append_column(REJECT_REASON, pa.array(reasons, pa.string())).append_column(
+        REJECT_DETAIL, pa.array(details, pa.string()))
+
+
+class Reader:
+    """Base reader. Subclasses set ``format``, ``kinds``, ``Config``, ``suffixes`` and
+    implement ``read(path)``."""
+
+    format: ClassVar[str]
+    kinds: ClassVar[tuple[str, ...]]
+    Config: ClassVar[type[ReaderConfig]] = ReaderConfig
+    suffixes: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, config: ReaderConfig, *, kind: str, batch_rows: int = 4096, index: int = 0,
+                 base: Path | None = None):
+        self.config = config
+        self.kind = kind
+        self.batch_rows = batch_rows
+        self.index = index
+        self.base = Path(base) if base else Path.cwd()
+
+    def output_columns(self) -> dict[str, pa.DataType]:
+        return {}
+
+    def files(self) -> list[Path]:
+        """Every input file, sorted, deduplicated. A pattern that matches nothing is a config error."""
+        found: list[Path] = []
+        for pattern in self.config.paths:
+            p = Path(pattern)
+            if not p.is_absolute():
+                p = self.base / p
+            if p.is_dir():
+                matches = [q for q in sorted(p.rglob("*")) if q.is_file() and self._wanted(q)]
+            elif any(ch in pattern for ch in "*?["):
+                matches = [Path(q) for q in sorted(glob.glob(str(p), recursive=True)) if Path(q).is_file()]
+            else:
+                matches = [p] if p.exists() else []
+            if not matches:
+                raise ConfigError(f"inputs.{self.index}.paths: {pattern!r} matches no {self.format} file")
+            found.extend(matches)
+        seen, out = set(), []
+        for f in found:
+            if f not in seen:
+                seen.add(f)
+                out.append(f)
+        return out
+
+    def _wanted(self, path: Path) -> bool:
+        name = path.name.lower()
+        return not self.suffixes or name.endswith(self.suffixes)
+
+    def read(self, path: Path) -> Iterator[ReadBatch]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+def open_maybe_compressed(path: Path) -> io.BufferedIOBase:
+    """Open ``path`` for binary reading, decompressing .gz and .zst transparently."""
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        return gzip.open(path, "rb")
+    if name.endswith((".zst", ".zstd")):
+        import zstandard
+
+        raw = open(path, "rb")
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), 1 << 20)
+    return open(path, "rb", buffering=1 << 20)
+
+
+def text_table(source: str, texts: list[str], *, ids: list[str] | None = None, src_path: str | None = None,
+               src_rows: list[int | None] | None = None, metas: list[str | None] | None = None,
+               langs: list[str | None] | None = None) -> pa.Table:
+    """Build a text-record table (columns of schemas/text.json that readers fill)."""
+    n = len(texts)
+    if ids is None:
+        ids = [record_id(source, t) for t in texts]
+    return pa.table({
+        "id": pa.array(ids, pa.string()),
+        "source": pa.array([source] * n, pa.string()),
+        "text": pa.array(texts, pa.string()),
+        "lang": pa.array(langs if langs is not None else [None] * n, pa.string()),
+        "src_path": pa.array([src_path] * n, pa.string()),
+        "src_row": pa.array(src_rows if src_rows is not None else [None] * n, pa.int64()),
+        "meta": pa.array(metas if metas is not None else [None] * n, pa.string()),
+    })
+
+
+def file_error_row(kind: str, source: str, path: Path, reason: str, detail: str, row: int | None = None,
+                   payload: bytes = b"") -> pa.Table:
+    """One rejected row standing for a file (or the rest of a file) that could not be read,
+    so that the failure is in rejected/ and in the stats, never silently dropped."""
+    rid = record_id(source, str(path).encode() + b"\0" + str(row).encode() + b"\0" + payload)
+    common = {"id": [rid], "source": [source], "src_path": [str(path)], "src_row": pa.array([row], pa.int64()),
+              "meta": pa.array([None], pa.string())}
+    if kind == "text":
+        cols = dict(common, text=[payload.decode("utf-8", "replace")], lang=pa.array([None], pa.string()))
+    elif kind == "image":
+        cols = dict(common, image=pa.array([payload], pa.binary()),
+                    content_hash=[xxhash.xxh3_128_hexdigest(payload)])
+    else:
+        pts = pa.array([[]], pa.list_(pa.list_(pa.float32(), 3)))
+        cols = dict(common, points=pts, n_points=pa.array([0], pa.int64()))
+    return with_reasons(pa.table(cols), [reason], [detail])
+
+
+def describe_os_error(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{type(exc).__name__}: {exc.strerror}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def dumps_meta(obj: dict) -> str | None:
+    return json.dumps(obj, ensure_ascii=False, sort_keys=True, default=str) if obj else None
+
+
+def file_size(path: Path) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0

@@ -1,0 +1,119 @@
+"""JSON Lines reader (plain, .gz, .zst), one document per line.
+
+Every line becomes a record or a rejected row: invalid UTF-8, invalid JSON, a line that is
+not an object, or an object without the text field are rejected with the line's number.
+A truncated compressed file keeps the lines read before the break and adds one rejected
+row for the rest.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+from pydantic import Field
+
+from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, describe_os_error, dumps_meta,
+                                         file_error_row, open_maybe_compressed, record_id, text_table,
+                                         with_reasons)
+
+
+class JsonlConfig(ReaderConfig):
+    text_field: str = Field("text", description="Field holding the document text.")
+    lang_field: str | None = Field(None, description="Field holding a language code, if the input has one.")
+    keep_meta: bool = Field(True, description="Keep the other fields as a JSON object in `meta`.")
+
+
+class JsonlReader(Reader):
+    format = "jsonl"
+    kinds = ("text",)
+    Config = JsonlConfig
+    suffixes = (".jsonl", ".jsonl.gz", ".jsonl.zst", ".json.gz", ".ndjson", ".jsonl.zstd")
+
+    def read(self, path: Path) -> Iterator[ReadBatch]:
+        cfg: JsonlConfig = self.config
+        src = str(path)
+        texts, rows, metas, langs = [], [], [], []
+        bad: list[tuple[str, int, str, str]] = []   # (raw text, row, reason, detail)
+        lineno = -1
+
+        def flush():
+            nonlocal texts, rows, metas, langs, bad
+            records = text_table(cfg.source, texts, src_path=src, src_rows=rows, metas=metas, langs=langs)
+            rejected = None
+            if bad:
+                raw = [b[0] for b in bad]
+                rejected = with_reasons(
+                    text_table(cfg.source, raw, ids=[record_id(cfg.source, f"{src}\0{b[1]}\0{b[0]}") for b in bad],
+                               src_path=src, src_rows=[b[1] for b in bad]),
+                    [b[2] for b in bad], [b[3] for b in bad])
+            texts, rows, metas, langs, bad = [], [], [], [], []
+            return ReadBatch(records, rejected)
+
+        try:
+            fh = open_maybe_compressed(path)
+        except OSError as exc:
+            yield ReadBatch(text_table(cfg.source, []), file_error_row(
+                "text", cfg.source, path, "unreadable_file", describe_os_error(exc)))
+            return
+        try:
+            with fh:
+                for lineno, line in enumerate(fh):
+                    try:
+                        s = line.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        bad.append((line.decode("utf-8", "replace").rstrip("\n"), lineno, "invalid_utf8",
+                                    f"line {lineno + 1}: invalid UTF-8 at byte {exc.start}"))
+                        continue
+                    if not s.strip():
+                        bad.append(("", lineno, "empty_line", f"line {lineno + 1}: blank line"))
+                        continue
+                    try:
+                        obj = json.loads(s)
+                    except json.JSONDecodeError as exc:
+                        bad.append((s.rstrip("\n"), lineno, "invalid_json", f"line {lineno + 1}: {exc.msg} at column {exc.colno}"))
+                        continue
+                    if not isinstance(obj, dict):
+                        bad.append((s.rstrip("\n"), lineno, "not_an_object",
+                                    f"line {lineno + 1}: JSON {type(obj).__name__}, expected an object"))
+                        continue
+                    text = obj.pop(cfg.text_field, None)
+                    if not isinstance(text, str):
+                        bad.append((s.rstrip("\n"), lineno, "missing_text_field",
+                                    f"line {lineno + 1}: field {cfg.text_field!r} is "
+                                    f"{'missing' if text is None else type(text).__name__}"))
+                        continue
+                    if ("\\ud" in s or "\\uD" in s) and _has_surrogates(text):
+                        bad.append((text.encode("utf-8", "replace").decode(), lineno, "invalid_utf8",
+                                    f"line {lineno + 1}: lone surrogate escape in JSON string"))
+                        continue
+                    lang = obj.pop(cfg.lang_field, None) if cfg.lang_field else None
+                    texts.append(text)
+                    rows.append(lineno)
+                    langs.append(lang if isinstance(lang, str) else None)
+                    metas.append(dumps_meta(obj) if cfg.keep_meta else None)
+                    if len(texts) + len(bad) >= self.batch_rows:
+                        yield flush()
+        except (OSError, EOFError, ValueError) as exc:   # truncated gzip/zstd, I/O error mid-file
+            batch = flush()
+            err = file_error_row("text", cfg.source, path, "truncated_file",
+                                 f"after line {lineno + 1}: {describe_os_error(exc)}", row=lineno + 1)
+            batch.rejected = err if batch.rejected is None else pa.concat_tables([batch.rejected, err])
+            yield batch
+            return
+        if lineno < 0:
+            yield ReadBatch(text_table(cfg.source, []), file_error_row("text", cfg.source, path, "empty_file",
+                                                                       "file has no lines"))
+            return
+        if texts or bad:
+            yield flush()
+
+
+def _has_surrogates(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return False
+    except UnicodeEncodeError:
+        return True

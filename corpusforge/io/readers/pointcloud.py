@@ -1,0 +1,197 @@
+"""Point-cloud reader: .ply and .pcd (ascii, binary, binary_compressed) through Open3D's
+tensor I/O, which keeps every attribute; .xyz (text: x y z [r g b]) and .npy ((N, 3+) arrays)
+through numpy.
+
+Non-finite points (NaN/inf, common in organised depth-camera clouds) are removed and their
+number written to ``count_read_nonfinite``. A PCD header whose FIELDS, SIZE, TYPE and COUNT
+disagree, an empty cloud, or a file Open3D cannot parse is rejected with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+from pydantic import Field
+
+from corpusforge import schemas
+from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, describe_os_error, dumps_meta,
+                                         file_error_row, record_id)
+
+NONFINITE = "count_read_nonfinite"
+
+
+class PointCloudConfig(ReaderConfig):
+    group: str | None = Field(None, description="Registration group for every cloud of this input.")
+    group_pattern: str | None = Field(
+        None, description="Regex on the file stem whose first capture group is the registration group, "
+                          r"e.g. '^(.*)_view\d+$'.")
+
+
+class PointCloudReader(Reader):
+    format = "pointcloud"
+    kinds = ("pointcloud",)
+    Config = PointCloudConfig
+    suffixes = (".ply", ".pcd", ".xyz", ".npy")
+
+    def output_columns(self) -> dict[str, pa.DataType]:
+        return {NONFINITE: pa.int64()}
+
+    def read(self, path: Path) -> Iterator[ReadBatch]:
+        cfg: PointCloudConfig = self.config
+        schema = schemas.load("pointcloud")
+
+        def reject(reason: str, detail: str) -> ReadBatch:
+            return ReadBatch(schema.empty_table(), file_error_row("pointcloud", cfg.source, path, reason, detail))
+
+        try:
+            if path.stat().st_size == 0:
+                yield reject("empty_file", "0 bytes")
+                return
+            suffix = path.suffix.lower()
+            if suffix == ".pcd":
+                problem = check_pcd_header(path)
+                if problem:
+                    yield reject("corrupt_header", problem)
+                    return
+            attrs = _load(path, suffix)
+        except (OSError, ValueError, EOFError) as exc:
+            yield reject("unreadable_file", describe_os_error(exc))
+            return
+        xyz = attrs.pop("positions", None)
+        if xyz is None or xyz.ndim != 2 or xyz.shape[1] != 3:
+            yield reject("corrupt_file", "no xyz positions could be parsed")
+            return
+        finite = np.isfinite(xyz).all(axis=1)
+        nonfinite = int((~finite).sum())
+        if nonfinite:
+            xyz = xyz[finite]
+            attrs = {k: v[finite] for k, v in attrs.items()}
+        if len(xyz) == 0:
+            yield reject("empty_cloud", f"no finite points ({nonfinite} non-finite)")
+            return
+        group = cfg.group
+        if cfg.group_pattern:
+            m = re.search(cfg.group_pattern, path.stem)
+            group = m.group(1) if m and m.groups() else group
+        meta = {"file_attributes": sorted(attrs)} if attrs else {}
+        yield ReadBatch(pointcloud_table(cfg.source, xyz, colors=attrs.get("colors"), normals=attrs.get("normals"),
+                                         intensity=attrs.get("intensity"), group=group, src_path=str(path),
+                                         meta=dumps_meta(meta), nonfinite=nonfinite))
+
+
+def _load(path: Path, suffix: str) -> dict[str, np.ndarray]:
+    if suffix == ".npy":
+        arr = np.load(path, allow_pickle=False)
+        if arr.ndim != 2 or arr.shape[1] < 3:
+            raise ValueError(f"array of shape {arr.shape}, expected (N, 3+) with x, y, z first")
+        out = {"positions": arr[:, :3].astype(np.float32)}
+        if arr.shape[1] >= 6:
+            out["colors"] = arr[:, 3:6]
+        return out
+    if suffix == ".xyz":
+        arr = np.loadtxt(path, dtype=np.float64, ndmin=2, comments="#")
+        if arr.size == 0:
+            return {"positions": np.zeros((0, 3), np.float32)}
+        if arr.shape[1] < 3:
+            raise ValueError(f"{arr.shape[1]} column(s) per line, expected x y z [r g b]")
+        out = {"positions": arr[:, :3].astype(np.float32)}
+        if arr.shape[1] >= 6:
+            out["colors"] = arr[:, 3:6]
+        return out
+    import open3d as o3d
+
+    pc = o3d.t.io.read_point_cloud(str(path), remove_nan_points=False, remove_infinite_points=False)
+    out = {}
+    for name in pc.point:
+        arr = pc.point[name].numpy()
+        out[name] = arr
+    if "positions" in out:
+        out["positions"] = out["positions"].astype(np.float32, copy=False)
+    return out
+
+
+def _to_uint8_colors(colors: np.ndarray) -> np.ndarray:
+    colors = np.asarray(colors)
+    if colors.dtype == np.uint8:
+        return colors[:, :3]
+    c = colors[:, :3].astype(np.float64)
+    if c.size and np.nanmax(c) <= 1.0:
+        c = c * 255.0
+    return np.clip(np.rint(np.nan_to_num(c)), 0, 255).astype(np.uint8)
+
+
+def _list_of_triples(arr: np.ndarray, value_type: pa.DataType) -> pa.Array:
+    flat = pa.array(np.ascontiguousarray(arr).reshape(-1), type=value_type)
+    triples = pa.FixedSizeListArray.from_arrays(flat, 3)
+    return pa.ListArray.from_arrays(pa.array([0, len(arr)], pa.int32()), triples)
+
+
+def pointcloud_table(source: str, xyz: np.ndarray, *, colors=None, normals=None, intensity=None, group=None,
+                     src_path=None, meta=None, nonfinite: int | None = None, rid: str | None = None) -> pa.Table:
+    """One point cloud as a one-row table of the pointcloud schema."""
+    xyz = np.ascontiguousarray(xyz, dtype=np.float32)
+    cols = {
+        "id": [rid or record_id(source, xyz.tobytes())], "source": [source],
+        "points": _list_of_triples(xyz, pa.float32()), "n_points": pa.array([len(xyz)], pa.int64()),
+        "colors": _list_of_triples(_to_uint8_colors(colors), pa.uint8()) if colors is not None
+        else pa.nulls(1, pa.list_(pa.list_(pa.uint8(), 3))),
+        "normals": _list_of_triples(np.asarray(normals, np.float32)[:, :3], pa.float32()) if normals is not None
+        else pa.nulls(1, pa.list_(pa.list_(pa.float32(), 3))),
+        "intensity": pa.ListArray.from_arrays(pa.array([0, len(xyz)], pa.int32()),
+                                              pa.array(np.asarray(intensity, np.float32).reshape(-1)))
+        if intensity is not None else pa.nulls(1, pa.list_(pa.float32())),
+        "group": pa.array([group], pa.string()), "src_path": pa.array([src_path], pa.string()),
+        "src_row": pa.array([None], pa.int64()), "meta": pa.array([meta], pa.string()),
+    }
+    if nonfinite is not None:
+        cols[NONFINITE] = pa.array([nonfinite], pa.int64())
+    return pa.table(cols)
+
+
+def points_numpy(column: pa.ListArray | pa.ChunkedArray, row: int) -> np.ndarray:
+    """The (N, 3) float32 points of one row, as a view on the Arrow buffer (no copy)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    triples = column[row].values
+    return triples.values.to_numpy(zero_copy_only=False).reshape(-1, 3)
+
+
+def check_pcd_header(path: Path) -> str | None:
+    """Return what is wrong with a PCD header, or None when it is consistent."""
+    header: dict[str, list[str]] = {}
+    with open(path, "rb") as f:
+        for _ in range(64):
+            raw = f.readline()
+            if not raw:
+                return "file ends before the DATA line"
+            line = raw.decode("ascii", "replace").strip()
+            if not line or line.startswith("#"):
+                continue
+            key, *values = line.split()
+            header[key.upper()] = values
+            if key.upper() == "DATA":
+                break
+        else:
+            return "no DATA line in the first 64 header lines"
+    for key in ("FIELDS", "SIZE", "TYPE", "POINTS", "DATA"):
+        if key not in header:
+            return f"header has no {key} line"
+    n = len(header["FIELDS"])
+    for key in ("SIZE", "TYPE", "COUNT"):
+        if key in header and len(header[key]) != n:
+            return f"{len(header['FIELDS'])} FIELDS but {len(header[key])} {key} values"
+    if header["DATA"][:1] and header["DATA"][0] not in ("ascii", "binary", "binary_compressed"):
+        return f"unknown DATA encoding {header['DATA'][0]!r}"
+    try:
+        points = int(header["POINTS"][0])
+        if "WIDTH" in header and "HEIGHT" in header and int(header["WIDTH"][0]) * int(header["HEIGHT"][0]) != points:
+            return f"WIDTH x HEIGHT != POINTS ({header['WIDTH'][0]} x {header['HEIGHT'][0]} != {points})"
+    except (ValueError, IndexError):
+        return "POINTS/WIDTH/HEIGHT are not integers"
+    if not {"x", "y", "z"} <= set(header["FIELDS"]):
+        return f"FIELDS {header['FIELDS']} lack x, y, z"
+    return None

@@ -1,0 +1,105 @@
+"""Plain-text reader: one document per file, or one per line.
+
+Files that are not valid UTF-8 are rejected (file mode) or rejected line by line (line
+mode), with the byte offset of the first bad byte; ``encoding`` reads other encodings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator, Literal
+
+import pyarrow as pa
+from pydantic import Field
+
+from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, describe_os_error, file_error_row,
+                                         open_maybe_compressed, record_id, text_table, with_reasons)
+
+
+class TextConfig(ReaderConfig):
+    mode: Literal["file", "line"] = Field("file", description="file: one document per file; line: one per line.")
+    encoding: str = Field("utf-8", description="Codec of the input files.")
+    skip_blank_lines: bool = Field(True, description="line mode: blank lines are separators, not documents.")
+
+
+class TextReader(Reader):
+    format = "text"
+    kinds = ("text",)
+    Config = TextConfig
+    suffixes = (".txt", ".txt.gz", ".txt.zst", ".md", ".text")
+
+    def read(self, path: Path) -> Iterator[ReadBatch]:
+        cfg: TextConfig = self.config
+        src = str(path)
+        try:
+            fh = open_maybe_compressed(path)
+        except OSError as exc:
+            yield ReadBatch(text_table(cfg.source, []), file_error_row("text", cfg.source, path, "unreadable_file",
+                                                                       describe_os_error(exc)))
+            return
+        if cfg.mode == "file":
+            try:
+                with fh:
+                    data = fh.read()
+            except (OSError, EOFError, ValueError) as exc:
+                yield ReadBatch(text_table(cfg.source, []), file_error_row(
+                    "text", cfg.source, path, "truncated_file", describe_os_error(exc)))
+                return
+            if not data.strip():
+                yield ReadBatch(text_table(cfg.source, []), file_error_row(
+                    "text", cfg.source, path, "empty_file", f"{len(data)} bytes, no text"))
+                return
+            try:
+                text = data.decode(cfg.encoding)
+            except UnicodeDecodeError as exc:
+                yield ReadBatch(text_table(cfg.source, []), file_error_row(
+                    "text", cfg.source, path, "invalid_utf8" if cfg.encoding.lower().replace("-", "") == "utf8"
+                    else "invalid_encoding", f"{cfg.encoding}: invalid byte at offset {exc.start}", payload=data))
+                return
+            yield ReadBatch(text_table(cfg.source, [text], src_path=src))
+            return
+
+        texts, rows, bad = [], [], []
+        lineno, blank = -1, 0
+
+        def flush():
+            nonlocal texts, rows, bad
+            rejected = None
+            if bad:
+                rejected = with_reasons(
+                    text_table(cfg.source, [b[0] for b in bad], src_path=src, src_rows=[b[1] for b in bad],
+                               ids=[record_id(cfg.source, f"{src}\0{b[1]}\0{b[0]}") for b in bad]),
+                    ["invalid_utf8"] * len(bad), [b[2] for b in bad])
+            out = ReadBatch(text_table(cfg.source, texts, src_path=src, src_rows=rows), rejected)
+            texts, rows, bad = [], [], []
+            return out
+
+        try:
+            with fh:
+                for lineno, line in enumerate(fh):
+                    try:
+                        s = line.decode(cfg.encoding).rstrip("\r\n")
+                    except UnicodeDecodeError as exc:
+                        bad.append((line.decode(cfg.encoding, "replace").rstrip("\r\n"), lineno,
+                                    f"line {lineno + 1}: invalid byte at offset {exc.start}"))
+                        continue
+                    if not s.strip() and cfg.skip_blank_lines:
+                        blank += 1
+                        continue
+                    texts.append(s)
+                    rows.append(lineno)
+                    if len(texts) + len(bad) >= self.batch_rows:
+                        yield flush()
+        except (OSError, EOFError, ValueError) as exc:
+            batch = flush()
+            err = file_error_row("text", cfg.source, path, "truncated_file",
+                                 f"after line {lineno + 1}: {describe_os_error(exc)}", row=lineno + 1)
+            batch.rejected = err if batch.rejected is None else pa.concat_tables([batch.rejected, err])
+            yield batch
+            return
+        if blank == lineno + 1:   # no lines at all, or only blank ones
+            yield ReadBatch(text_table(cfg.source, []), file_error_row(
+                "text", cfg.source, path, "empty_file", f"{lineno + 1} line(s), all blank"))
+            return
+        if texts or bad:
+            yield flush()

@@ -1,0 +1,36 @@
+"""Names of stages and readers, as written in pipeline configs, mapped to their classes.
+
+Modules are imported on first use, so a text pipeline never imports open3d or OpenCV.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+STAGES: dict[str, str] = {
+    "text.normalize": "corpusforge.text.normalize:Normalize",
+    "text.exact_dedup": "corpusforge.text.exact_dedup:ExactDedup",
+}
+
+READERS: dict[str, str] = {
+    "jsonl": "corpusforge.io.readers.jsonl:JsonlReader",
+    "text": "corpusforge.io.readers.text:TextReader",
+    "parquet": "corpusforge.io.readers.parquet:ParquetReader",
+    "images": "corpusforge.io.readers.images:ImageFolderReader",
+    "pointcloud": "corpusforge.io.readers.pointcloud:PointCloudReader",
+}
+
+
+def _load(table: dict[str, str], name: str, what: str):
+    if name not in table:
+        raise KeyError(f"unknown {what} {name!r}; known: {', '.join(sorted(table))}")
+    module, _, attr = table[name].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def stage_class(name: str):
+    return _load(STAGES, name, "stage")
+
+
+def reader_class(name: str):
+    return _load(READERS, name, "input format")

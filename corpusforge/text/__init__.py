@@ -1,0 +1,1 @@
+"""Text stages: normalization, quality filtering, deduplication, PII, augmentation, tokenization."""
