@@ -139,7 +139,10 @@ def load_config(path: str | Path, overrides: dict | None = None) -> PipelineConf
         for dotted, value in overrides.items():
             node = raw
             *parents, leaf = dotted.split(".")
-            for p in parents:
-                node = node.setdefault(p, {})
-            node[leaf] = value
+            try:
+                for p in parents:
+                    node = node[int(p)] if isinstance(node, list) else node.setdefault(p, {})
+                node[int(leaf) if isinstance(node, list) else leaf] = value
+            except (IndexError, ValueError, TypeError, AttributeError):
+                raise ConfigError(f"--set {dotted}: no such place in {path}") from None
     return from_dict(raw, source=str(path))

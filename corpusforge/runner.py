@@ -394,9 +394,13 @@ def prepare_output(plan: Plan, resume: bool) -> None:
 
 
 def run(config: PipelineConfig | dict, *, resume: bool = False, workers: int = 1, base: Path | None = None,
-        progress=None, executor=None) -> RunSummary:
-    """Run a pipeline end to end. ``executor(plan, segment, units, progress)`` runs one
-    segment's units (serially, in processes, as Prefect tasks, on Dask)."""
+        progress=None, executor=None, resolver=None) -> RunSummary:
+    """Run a pipeline end to end.
+
+    ``executor(plan, segment, units, progress)`` runs one segment's units and returns their
+    results in unit order (serially, in processes, as Prefect tasks, on Dask);
+    ``resolver(plan, segment)`` runs a global stage's reduce step. Both default to local runs.
+    """
     if isinstance(config, dict):
         config = from_dict(config)
     plan = Plan(config, base=base)
@@ -413,7 +417,7 @@ def run(config: PipelineConfig | dict, *, resume: bool = False, workers: int = 1
     results: list[list[UnitResult]] = []
     for seg in plan.segments:
         if seg.global_stage is not None:
-            run_resolve(plan, seg.index)
+            (resolver or run_resolve)(plan, seg.index)
         skipped += sum(plan.done_path(seg.index, u.index).exists() for u in plan.units)
         results.append(execute(plan, seg.index, plan.units, progress))
     summary = finalize(plan, results, wall_seconds=time.perf_counter() - started)

@@ -1,0 +1,63 @@
+# corpusforge: two commands.
+#   make demo   create .venv if missing, install, run the pipelines on data_samples/, print where the output is
+#   make test   create .venv if missing, install, run the test suite
+#
+# Installing is idempotent: .venv/.installed records the last install and is redone only when
+# pyproject.toml changes. Torch is installed first from the CPU wheel (a plain `torch`
+# requirement would pull several GB of CUDA packages on Linux); on a GPU machine set
+# TORCH_SPEC, e.g. `make demo TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"`.
+
+PYTHON     ?= python3
+VENV       ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+PY         := $(VENV)/bin/python
+STAMP      := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test install sysdeps samples clean bench
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(MAKE) --no-print-directory sysdeps
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install -q --disable-pip-version-check $(TORCH_SPEC)
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[test]"
+	@touch $(STAMP)
+
+# open3d's Linux wheels link libusb-1.0; Debian/Ubuntu servers often lack it.
+sysdeps:
+	@if ldconfig -p 2>/dev/null | grep -q 'libusb-1.0.so.0'; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing libusb-1.0-0 (needed by open3d)"; \
+		(apt-get install -y -qq libusb-1.0-0 >/dev/null 2>&1 || \
+		 (apt-get update -qq >/dev/null && apt-get install -y -qq libusb-1.0-0 >/dev/null)); \
+	else \
+		echo "ERROR: open3d needs the system library libusb-1.0 (Debian/Ubuntu: sudo apt-get install libusb-1.0-0)"; exit 1; \
+	fi
+
+demo: $(STAMP)
+	@rm -rf out/demo
+	$(VENV)/bin/corpusforge run data_samples/configs/demo_text.yaml
+	$(VENV)/bin/corpusforge run data_samples/configs/demo_images.yaml -q
+	$(VENV)/bin/corpusforge run data_samples/configs/demo_pointclouds.yaml -q
+	$(VENV)/bin/corpusforge validate out/demo/text
+	$(VENV)/bin/corpusforge inspect out/demo/text --rows 1
+	@echo
+	@echo "Demo output:"
+	@echo "  text:         out/demo/text/manifest.json   (rejected rows: out/demo/text/rejected/, stats: out/demo/text/stats.json)"
+	@echo "  images:       out/demo/images/manifest.json"
+	@echo "  point clouds: out/demo/pointclouds/manifest.json"
+
+test: $(STAMP)
+	$(PY) -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
+
+samples: $(STAMP)
+	$(PY) data_samples/make_samples.py
+
+bench: $(STAMP)
+	$(PY) bench/bench_io.py
+
+clean:
+	rm -rf out .pytest_cache bench/_data bench/_out

@@ -1,0 +1,5 @@
+import sys
+
+from corpusforge.cli import main
+
+sys.exit(main())

@@ -1,0 +1,193 @@
+"""The ``corpusforge`` command.
+
+Exit codes: 0 success; 1 the run failed or the dataset is invalid; 2 the command line or the
+config is wrong (the message names the field).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from corpusforge.errors import ConfigError, CorpusforgeError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+console = Console(stderr=True)
+out = Console()
+
+
+def _parse_set(values: list[str]) -> dict:
+    overrides = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE (for example output.path=out/x)")
+        import yaml
+
+        overrides[key] = yaml.safe_load(value)
+    return overrides
+
+
+def cmd_run(args) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from corpusforge import runner
+    from corpusforge.config import load_config
+
+    config = load_config(args.config, _parse_set(args.set))
+    plan = runner.Plan(config)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, disable=args.quiet) as progress:
+        tasks = {}
+
+        def on_done(segment, unit):
+            if segment not in tasks:
+                tasks[segment] = progress.add_task(f"segment {segment}", total=len(plan.units))
+            progress.advance(tasks[segment])
+
+        summary = runner.run(config, resume=args.resume, workers=args.workers, progress=on_done)
+    totals = summary.stats["totals"]
+    table = Table(title=f"{config.name}: {totals['entered']} records in, {totals['kept']} kept, "
+                        f"{totals['rejected']} rejected", show_lines=False)
+    for col in ("stage", "in", "kept", "rejected", "top reasons", "s"):
+        table.add_column(col, justify="right" if col in ("in", "kept", "rejected", "s") else "left")
+    read = summary.stats["read"]
+    table.add_row("read", str(read["records"] + read["rejected"]), str(read["records"]), str(read["rejected"]),
+                  _reasons(read["rejected_by_reason"]), "")
+    for st in summary.stats["stages"].values():
+        table.add_row(st["stage"], str(st["rows_in"]), str(st["kept"]), str(st["rejected"]),
+                      _reasons(st["rejected_by_reason"]), f"{st['seconds']:.2f}")
+    if not args.quiet:
+        out.print(table)
+    out.print(f"output:   {summary.out}/manifest.json\nrejected: {summary.out}/rejected/manifest.json\n"
+              f"stats:    {summary.out}/stats.json")
+    if summary.skipped_steps:
+        out.print(f"resumed: {summary.skipped_steps} finished step(s) skipped")
+    return EXIT_OK
+
+
+def _reasons(counts: dict, k: int = 3) -> str:
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+    return ", ".join(f"{r} {n}" for r, n in top)
+
+
+def cmd_inspect(args) -> int:
+    from corpusforge.io.dataset import Dataset
+
+    ds = Dataset.open(args.path)
+    m = ds.manifest
+    if args.json:
+        out.print_json(json.dumps(m))
+        return EXIT_OK
+    out.print(f"[bold]{ds.root}[/bold]  ({m.get('dataset', 'kept')})")
+    out.print(f"schema   {m['schema']['name']} v{m['schema']['version']}")
+    out.print(f"rows     {m['rows']:,} in {len(m['shards'])} shard(s), {m['bytes']:,} bytes")
+    out.print(f"config   {m['config_hash'][:16]}  stages: "
+              f"{', '.join(s['name'] for s in m['lineage'].get('stages', [])) or '(none)'}")
+    if m.get("sources"):
+        out.print("sources  " + ", ".join(f"{k}: {v['rows']:,}" + (f" rows, {v['tokens']:,} tokens" if 'tokens' in v else "")
+                                          for k, v in m["sources"].items()))
+    out.print("columns  " + ", ".join(f"{c['name']}:{c['type']}" for c in m["columns"]))
+    if m.get("artifacts"):
+        out.print("artifacts " + ", ".join(f"{k}={v}" for k, v in m["artifacts"].items()))
+    if args.rows and m["shards"]:
+        batch = next(ds.iter_batches(batch_size=args.rows))
+        skip = ("token_ids", "points", "colors", "normals", "intensity")
+        for i, row in enumerate(batch.to_pylist()[: args.rows]):
+            out.rule(f"row {i}")
+            for key, value in row.items():
+                if value is not None and key not in skip:
+                    out.print(f"[bold]{key}[/bold]: {_short(value)}", highlight=False)
+                elif key in skip and value is not None:
+                    out.print(f"[bold]{key}[/bold]: <{len(value)} values>", highlight=False)
+    return EXIT_OK
+
+
+def _short(v) -> str:
+    if isinstance(v, (bytes, bytearray)):
+        return f"<{len(v)} bytes>"
+    s = "" if v is None else str(v)
+    return s if len(s) <= 200 else s[:200] + "…"
+
+
+def cmd_validate(args) -> int:
+    import pyarrow.parquet as pq
+
+    from corpusforge import schemas
+    from corpusforge.io.dataset import Dataset
+
+    roots = [Path(args.path)]
+    if (Path(args.path) / "rejected" / "manifest.json").exists():
+        roots.append(Path(args.path) / "rejected")
+    failed = False
+    for root in roots:
+        ds = Dataset.open(root)
+        problems = [str(p) for p in ds.verify(checksums=not args.no_checksums)]
+        rejected = ds.manifest.get("dataset") == "rejected"
+        for path in ds.shard_paths:
+            if not path.exists():
+                continue
+            try:
+                shard_schema = pq.read_schema(path)
+                schemas.validate(shard_schema.empty_table(), ds.record_schema, rejected=rejected)
+            except Exception as exc:  # noqa: BLE001 - report every problem, keep checking
+                problems.append(f"{path.name}: {exc}")
+        if problems:
+            failed = True
+            out.print(f"[red]INVALID[/red] {root}: {len(problems)} problem(s)")
+            for p in problems:
+                out.print(f"  - {p}")
+        else:
+            what = "sizes, checksums and schema" if not args.no_checksums else "sizes and schema"
+            out.print(f"[green]OK[/green] {root}: {len(ds.shard_paths)} shard(s), {ds.num_rows:,} rows; {what} verified")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="corpusforge", description="Prepare pretraining data as sharded Parquet.")
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run a pipeline config")
+    r.add_argument("config", help="pipeline YAML")
+    r.add_argument("--resume", action="store_true", help="skip finished steps of an interrupted run")
+    r.add_argument("--workers", type=int, default=1, help="processes to run units in (default 1)")
+    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config value, e.g. output.path=out/x")
+    r.add_argument("-q", "--quiet", action="store_true")
+    r.set_defaults(fn=cmd_run)
+    i = sub.add_parser("inspect", help="show a dataset's manifest, schema, counts and sample rows")
+    i.add_argument("path")
+    i.add_argument("--rows", type=int, default=3, help="sample rows to show (0: none)")
+    i.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    i.set_defaults(fn=cmd_inspect)
+    v = sub.add_parser("validate", help="check a dataset's shards against its manifest (sizes, sha256) and schema")
+    v.add_argument("path")
+    v.add_argument("--no-checksums", action="store_true", help="skip sha256 (sizes and schema only)")
+    v.set_defaults(fn=cmd_validate)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except ConfigError as exc:
+        console.print(f"[red]config error:[/red] {exc}")
+        return EXIT_USAGE
+    except CorpusforgeError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        return EXIT_FAILED
+    except OSError as exc:
+        console.print(f"[red]I/O error:[/red] {exc}")
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]: rerun with --resume to continue")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

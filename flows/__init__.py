@@ -1,0 +1,1 @@
+"""Prefect flows: thin wrappers that run corpusforge's runner with one task per work unit."""
