@@ -22,6 +22,14 @@ READERS: dict[str, str] = {
 
 
 def _load(table: dict[str, str], name: str, what: str):
+    """Look ``name`` up, or import it directly when written ``package.module:Class`` (a
+    user's own stage or reader, importable on PYTHONPATH)."""
+    if ":" in name and name not in table:
+        module, _, attr = name.partition(":")
+        try:
+            return getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise KeyError(f"cannot import {what} {name!r}: {exc}") from None
     if name not in table:
         raise KeyError(f"unknown {what} {name!r}; known: {', '.join(sorted(table))}")
     module, _, attr = table[name].partition(":")

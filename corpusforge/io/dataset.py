@@ -167,9 +167,14 @@ class Dataset:
         data = path.read_bytes()
         with ThreadPoolExecutor(1) as pool:
             digest = pool.submit(lambda: hashlib.sha256(data).hexdigest())
-            table = pq.read_table(pa.BufferReader(data), columns=columns)
+            try:
+                table = pq.read_table(pa.BufferReader(data), columns=columns)
+            except Exception:  # noqa: BLE001 - a checksum mismatch is the better explanation
+                table = None
             if digest.result() != entry["sha256"]:
                 raise ManifestError(f"{path}: sha256 does not match the manifest (altered or truncated shard)")
+        if table is None:  # intact bytes that do not parse: let Arrow say why
+            table = pq.read_table(pa.BufferReader(data), columns=columns)
         return table
 
     def iter_tables(self, columns: list[str] | None = None, verify: bool = False) -> Iterator[pa.Table]:

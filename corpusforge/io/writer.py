@@ -117,15 +117,23 @@ class ShardWriter:
         except OSError as exc:
             raise OSError(exc.errno, f"cannot write shard {self._final}: {exc.strerror}") from exc
         opts = self.options
-        self._writer = pq.ParquetWriter(
-            self._sink, self.target,
-            compression=opts.compression,
-            compression_level=opts.compression_level if opts.compression != "none" else None,
-            use_dictionary=[c for c in DICTIONARY_COLUMNS if c in self.target.names]
-            + [c for c in self.target.names if c.startswith("tag_")],
-            write_statistics=True,
-        )
+        try:
+            self._writer = pq.ParquetWriter(
+                self._sink, self.target,
+                compression=opts.compression,
+                compression_level=opts.compression_level if opts.compression != "none" else None,
+                use_dictionary=[c for c in DICTIONARY_COLUMNS if c in self.target.names]
+                + [c for c in self.target.names if c.startswith("tag_")],
+                write_statistics=True,
+            )
+        except OSError as exc:
+            self._fail(exc)
         self._shard_rows = 0
+
+    def _fail(self, exc: OSError):
+        final = self._final
+        self.abort()
+        raise OSError(exc.errno, f"cannot write shard {final}: {exc.strerror or exc}") from exc
 
     def _flush_row_group(self) -> None:
         if self._writer is None:
@@ -134,8 +142,7 @@ class ShardWriter:
         try:
             self._writer.write_table(table, row_group_size=table.num_rows)
         except OSError as exc:
-            self.abort()
-            raise OSError(exc.errno, f"cannot write shard {self._final}: {exc}") from exc
+            self._fail(exc)
         self._shard_rows += table.num_rows
         self._buffer, self._buffer_rows, self._buffer_bytes = [], 0, 0
         opts = self.options
@@ -151,7 +158,7 @@ class ShardWriter:
             self._sink.close()
             commit(self._tmp, self._final)
         except OSError as exc:
-            self.abort()
-            raise OSError(exc.errno, f"cannot write shard {self._final}: {exc}") from exc
+            self._fail(exc)
         self.shards.append(ShardInfo(self._final.name, self._shard_rows, self._sink.size, self._sink.hexdigest()))
         self._writer = self._sink = self._tmp = self._final = None
+        self._shard_rows = 0
