@@ -162,19 +162,19 @@ class Dataset:
         path = self.root / entry["path"]
         if not verify:
             return pq.read_table(path, columns=columns)
-        # One read of the file: hash it and parse it from memory, the hash running in a
-        # second thread (hashlib releases the GIL) while Arrow decodes.
-        data = path.read_bytes()
-        with ThreadPoolExecutor(1) as pool:
-            digest = pool.submit(lambda: hashlib.sha256(data).hexdigest())
+        # One pass over the file's pages: memory-map it, hash the mapping in a second
+        # thread (hashlib releases the GIL) while Arrow decodes from the same mapping.
+        with pa.memory_map(str(path)) as mapped, ThreadPoolExecutor(1) as pool:
+            buf = mapped.read_buffer()          # zero-copy view of the whole file
+            digest = pool.submit(lambda: hashlib.sha256(memoryview(buf)).hexdigest())
             try:
-                table = pq.read_table(pa.BufferReader(data), columns=columns)
+                table = pq.read_table(pa.BufferReader(buf), columns=columns)
             except Exception:  # noqa: BLE001 - a checksum mismatch is the better explanation
                 table = None
             if digest.result() != entry["sha256"]:
                 raise ManifestError(f"{path}: sha256 does not match the manifest (altered or truncated shard)")
         if table is None:  # intact bytes that do not parse: let Arrow say why
-            table = pq.read_table(pa.BufferReader(data), columns=columns)
+            table = pq.read_table(path, columns=columns)
         return table
 
     def iter_tables(self, columns: list[str] | None = None, verify: bool = False) -> Iterator[pa.Table]:

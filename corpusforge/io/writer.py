@@ -75,9 +75,11 @@ class ShardWriter:
             return
         table = conform(table, self.target, schema_name=self.schema_name)
         opts = self.options
+        bytes_per_row = max(1, table.nbytes // table.num_rows)
         while table.num_rows:
-            # never let one buffered row group exceed the row limit
+            # never let one buffered row group exceed the row or byte limit
             room = opts.row_group_rows - self._buffer_rows
+            room = min(room, max(1, (opts.row_group_bytes - self._buffer_bytes) // bytes_per_row))
             if opts.shard_rows:
                 room = min(room, opts.shard_rows - self._shard_rows - self._buffer_rows)
             head, table = table.slice(0, room), table.slice(room)
