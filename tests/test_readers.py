@@ -123,6 +123,9 @@ def test_image_reader_reads_headers_and_quarantines_bad_files(tmp_path):
     Image.fromarray(data.camera()).save(tmp_path / "camera.png")
     (tmp_path / "empty.jpg").write_bytes(b"")
     (tmp_path / "text.png").write_bytes(b"not an image")
+    for name in ("astronaut.jpg", "camera.png"):
+        whole = (tmp_path / name).read_bytes()
+        (tmp_path / f"cut_{name}").write_bytes(whole[: len(whole) * 2 // 3])
     r = ImageFolderReader(ImageFolderReader.Config(paths=["x"], source="p"), kind="image")
     recs, _ = _read(r, tmp_path / "astronaut.jpg")
     assert recs.to_pylist()[0] | {"image": None} == recs.to_pylist()[0] | {"image": None}
@@ -130,7 +133,8 @@ def test_image_reader_reads_headers_and_quarantines_bad_files(tmp_path):
     assert (row["format"], row["width"], row["height"], row["mode"]) == ("JPEG", 512, 512, "RGB")
     recs, _ = _read(r, tmp_path / "camera.png")
     assert recs.column("mode").to_pylist() == ["L"]
-    for name, reason in (("empty.jpg", "empty_file"), ("text.png", "corrupt_image")):
+    for name, reason in (("empty.jpg", "empty_file"), ("text.png", "corrupt_image"),
+                         ("cut_astronaut.jpg", "truncated_image"), ("cut_camera.png", "truncated_image")):
         _, rejs = _read(r, tmp_path / name)
         assert rejs.column("reject_reason").to_pylist() == [reason]
     _, rejs = _read(r, tmp_path / "text.png")

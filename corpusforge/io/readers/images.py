@@ -1,7 +1,7 @@
 """Image-folder reader: every image file under the given folders, as encoded bytes.
 
-The reader only reads the header (format, size, mode) with Pillow; decoding, EXIF
-orientation and quality checks are stages. Files that are empty, unreadable, larger than
+The reader reads the header (format, size, mode) with Pillow and checks the file's end
+marker (truncation); full decoding, EXIF orientation and quality checks are stages. Files that are empty, unreadable, larger than
 ``max_bytes``, or whose header Pillow cannot parse are rejected with the error, their
 bytes kept in rejected/ so they can be inspected (the quarantine).
 """
@@ -61,6 +61,10 @@ class ImageFolderReader(Reader):
                 Image.DecompressionBombWarning) as exc:
             yield reject("corrupt_image", f"{type(exc).__name__}: {exc}", data)
             return
+        problem = truncation(fmt, data)
+        if problem:
+            yield reject("truncated_image", problem, data)
+            return
         table = pa.table({
             "id": [record_id(cfg.source, data)], "source": [cfg.source],
             "image": pa.array([data], pa.binary()), "format": [fmt],
@@ -71,3 +75,17 @@ class ImageFolderReader(Reader):
         })
         yield ReadBatch(table)
 
+
+def truncation(fmt: str | None, data: bytes) -> str | None:
+    """A cheap, byte-level check that a file was not cut short: JPEG ends with the EOI marker
+    (FF D9 cannot occur inside entropy-coded data, where FF is stuffed with 00), PNG with its
+    IEND chunk, GIF with its 0x3B trailer. Trailing padding after the marker is tolerated.
+    Full decoding belongs to the image validation stage."""
+    tail = data[-4096:]
+    if fmt == "JPEG" and b"\xff\xd9" not in tail:
+        return "JPEG has no end-of-image marker (file cut short)"
+    if fmt == "PNG" and b"IEND" not in tail:
+        return "PNG has no IEND chunk (file cut short)"
+    if fmt == "GIF" and b"\x3b" not in tail[-16:]:
+        return "GIF has no trailer byte (file cut short)"
+    return None
