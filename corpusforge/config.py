@@ -94,34 +94,23 @@ def from_dict(raw: dict, *, source: str = "config") -> PipelineConfig:
         cfg = PipelineConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"{source}: {_fmt(exc)}") from None
-    for i, inp in enumerate(cfg.inputs):
-        if "format" not in inp:
-            raise ConfigError(f"{source}: inputs.{i}.format: missing (one of {', '.join(sorted(registry.READERS))})")
-        try:
-            cls = registry.reader_class(inp["format"])
-        except KeyError as exc:
-            raise ConfigError(f"{source}: inputs.{i}.format: {exc.args[0]}") from None
-        if cfg.kind not in cls.kinds:
-            raise ConfigError(f"{source}: inputs.{i}.format: {inp['format']!r} reads {'/'.join(cls.kinds)} records, "
-                              f"but the pipeline kind is {cfg.kind!r}")
-        try:
-            cls.Config.model_validate({k: v for k, v in inp.items() if k != "format"})
-        except ValidationError as exc:
-            raise ConfigError(f"{source}: {_fmt(exc, f'inputs.{i}')}") from None
-    for i, st in enumerate(cfg.stages):
-        if "stage" not in st:
-            raise ConfigError(f"{source}: stages.{i}.stage: missing (one of {', '.join(sorted(registry.STAGES))})")
-        try:
-            cls = registry.stage_class(st["stage"])
-        except KeyError as exc:
-            raise ConfigError(f"{source}: stages.{i}.stage: {exc.args[0]}") from None
-        if cfg.kind not in cls.kinds:
-            raise ConfigError(f"{source}: stages.{i}.stage: {st['stage']!r} works on {'/'.join(cls.kinds)} records, "
-                              f"not {cfg.kind!r}")
-        try:
-            cls.Config.model_validate({k: v for k, v in st.items() if k != "stage"})
-        except ValidationError as exc:
-            raise ConfigError(f"{source}: {_fmt(exc, f'stages.{i}')}") from None
+    for section, key, table, lookup, verb in (("inputs", "format", registry.READERS, registry.reader_class, "reads"),
+                                              ("stages", "stage", registry.STAGES, registry.stage_class, "works on")):
+        for i, item in enumerate(getattr(cfg, section)):
+            where = f"{source}: {section}.{i}"
+            if key not in item:
+                raise ConfigError(f"{where}.{key}: missing (one of {', '.join(sorted(table))})")
+            try:
+                cls = lookup(item[key])
+            except KeyError as exc:
+                raise ConfigError(f"{where}.{key}: {exc.args[0]}") from None
+            if cfg.kind not in cls.kinds:
+                raise ConfigError(f"{where}.{key}: {item[key]!r} {verb} {'/'.join(cls.kinds)} records, "
+                                  f"not {cfg.kind!r} (the pipeline kind)")
+            try:
+                cls.Config.model_validate({k: v for k, v in item.items() if k != key})
+            except ValidationError as exc:
+                raise ConfigError(f"{source}: {_fmt(exc, f'{section}.{i}')}") from None
     return cfg
 
 

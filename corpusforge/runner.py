@@ -26,7 +26,6 @@ files, so a killed run resumes to byte-identical output.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from collections import Counter

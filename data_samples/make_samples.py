@@ -11,10 +11,8 @@ invalid UTF-8, an empty file, exact and near duplicates, a truncated JPEG, a PNG
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import random
-import struct
 from pathlib import Path
 
 import numpy as np

@@ -3,7 +3,6 @@
 import hashlib
 import json
 
-import pytest
 
 from conftest import text_config
 

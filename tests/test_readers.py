@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-from conftest import SHARED_DATA, shared
+from conftest import shared
 from corpusforge.io.readers.images import ImageFolderReader
 from corpusforge.io.readers.jsonl import JsonlReader
 from corpusforge.io.readers.parquet import ParquetReader

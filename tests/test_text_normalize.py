@@ -1,4 +1,3 @@
-import pyarrow as pa
 
 from corpusforge.io.readers.base import text_table
 from corpusforge.stage import StageStats

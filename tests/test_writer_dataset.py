@@ -2,7 +2,6 @@ import hashlib
 import json
 
 import polars as pl
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 

@@ -144,6 +144,14 @@ def file_error_row(kind: str, source: str, path: Path, reason: str, detail: str,
     return with_reasons(pa.table(cols), [reason], [detail])
 
 
+def truncated_batch(batch: ReadBatch, source: str, path: Path, lineno: int, exc: BaseException) -> ReadBatch:
+    """The lines read before a file broke off, plus one rejected row for the rest."""
+    err = file_error_row("text", source, path, "truncated_file",
+                         f"after line {lineno + 1}: {describe_os_error(exc)}", row=lineno + 1)
+    batch.rejected = err if batch.rejected is None else pa.concat_tables([batch.rejected, err])
+    return batch
+
+
 def describe_os_error(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return f"{type(exc).__name__}: {exc.strerror}"

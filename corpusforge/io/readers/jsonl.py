@@ -12,10 +12,9 @@ import json
 from pathlib import Path
 from typing import Iterator
 
-import pyarrow as pa
 from pydantic import Field
 
-from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, describe_os_error, dumps_meta,
+from corpusforge.io.readers.base import (truncated_batch, ReadBatch, Reader, ReaderConfig, describe_os_error, dumps_meta,
                                          file_error_row, open_maybe_compressed, record_id, text_table,
                                          with_reasons)
 
@@ -97,11 +96,7 @@ class JsonlReader(Reader):
                     if len(texts) + len(bad) >= self.batch_rows:
                         yield flush()
         except (OSError, EOFError, ValueError) as exc:   # truncated gzip/zstd, I/O error mid-file
-            batch = flush()
-            err = file_error_row("text", cfg.source, path, "truncated_file",
-                                 f"after line {lineno + 1}: {describe_os_error(exc)}", row=lineno + 1)
-            batch.rejected = err if batch.rejected is None else pa.concat_tables([batch.rejected, err])
-            yield batch
+            yield truncated_batch(flush(), cfg.source, path, lineno, exc)
             return
         if lineno < 0:
             yield ReadBatch(text_table(cfg.source, []), file_error_row("text", cfg.source, path, "empty_file",

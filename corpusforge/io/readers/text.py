@@ -9,10 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator, Literal
 
-import pyarrow as pa
 from pydantic import Field
 
-from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, describe_os_error, file_error_row,
+from corpusforge.io.readers.base import (truncated_batch, ReadBatch, Reader, ReaderConfig, describe_os_error, file_error_row,
                                          open_maybe_compressed, record_id, text_table, with_reasons)
 
 
@@ -91,11 +90,7 @@ class TextReader(Reader):
                     if len(texts) + len(bad) >= self.batch_rows:
                         yield flush()
         except (OSError, EOFError, ValueError) as exc:
-            batch = flush()
-            err = file_error_row("text", cfg.source, path, "truncated_file",
-                                 f"after line {lineno + 1}: {describe_os_error(exc)}", row=lineno + 1)
-            batch.rejected = err if batch.rejected is None else pa.concat_tables([batch.rejected, err])
-            yield batch
+            yield truncated_batch(flush(), cfg.source, path, lineno, exc)
             return
         if blank == lineno + 1:   # no lines at all, or only blank ones
             yield ReadBatch(text_table(cfg.source, []), file_error_row(
