@@ -14,7 +14,7 @@ PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test install sysdeps samples clean bench
+.PHONY: demo test install sysdeps samples clean bench bench-env
 
 install: $(STAMP)
 
@@ -61,3 +61,9 @@ bench: $(STAMP)
 
 clean:
 	rm -rf out .pytest_cache bench/_data bench/_out
+
+# datatrove in its own environment, only for the side-by-side benchmarks (never a dependency:
+# it pins xxhash<4). Its English tokenizer is spaCy's blank model: nothing is downloaded.
+bench-env:
+	test -x bench/.venv-datatrove/bin/python || $(PYTHON) -m venv bench/.venv-datatrove
+	bench/.venv-datatrove/bin/pip install -q "datatrove==0.10.1" "xxhash<4" regex spacy nltk datasketch

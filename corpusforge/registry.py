@@ -10,6 +10,8 @@ import importlib
 STAGES: dict[str, str] = {
     "text.normalize": "corpusforge.text.normalize:Normalize",
     "text.exact_dedup": "corpusforge.text.exact_dedup:ExactDedup",
+    "text.langid": "corpusforge.text.langid:LangId",
+    "text.quality": "corpusforge.text.quality:Quality",
 }
 
 READERS: dict[str, str] = {
