@@ -66,4 +66,4 @@ clean:
 # it pins xxhash<4). Its English tokenizer is spaCy's blank model: nothing is downloaded.
 bench-env:
 	test -x bench/.venv-datatrove/bin/python || $(PYTHON) -m venv bench/.venv-datatrove
-	bench/.venv-datatrove/bin/pip install -q "datatrove==0.10.1" "xxhash<4" regex spacy nltk datasketch
+	bench/.venv-datatrove/bin/pip install -q "datatrove==0.10.1" "xxhash<4" regex spacy nltk tokenizers

@@ -12,6 +12,7 @@ STAGES: dict[str, str] = {
     "text.exact_dedup": "corpusforge.text.exact_dedup:ExactDedup",
     "text.langid": "corpusforge.text.langid:LangId",
     "text.quality": "corpusforge.text.quality:Quality",
+    "text.near_dedup": "corpusforge.text.near_dedup:NearDedup",
 }
 
 READERS: dict[str, str] = {

@@ -279,11 +279,18 @@ def _segment_input(plan: Plan, segment: int, unit: Unit, read_stats: dict, rejec
     else:
         prev = load_done(plan.done_path(segment - 1, unit.index))
         directory, _ = plan.kept_location(segment - 1)
+        # intermediate shards hold every declared column, null where no stage has run yet:
+        # drop those that this segment's stages and later ones will add
+        later = set()
+        for seg in plan.segments[segment:]:
+            for stage in ([seg.global_stage] if seg.global_stage else []) + [s for _, s in seg.stages]:
+                later.update(stage.output_columns())
+        columns = [n for n in plan.kept_schema.names if n not in later]
 
         def shards():
             for shard in prev.kept:
                 pf = pq.ParquetFile(directory / shard["path"])
-                for b in pf.iter_batches(batch_size=plan.config.batch_rows):
+                for b in pf.iter_batches(batch_size=plan.config.batch_rows, columns=columns):
                     yield pa.Table.from_batches([b])
         source = shards()
     for batch in source:

@@ -1,0 +1,217 @@
+"""Near-duplicate removal with MinHash LSH (a global stage: fingerprint, resolve, filter).
+
+fingerprint (map, per unit):
+    MinHash signature of each document (``minhash.py``: word n-grams, character n-grams for
+    CJK), its LSH band keys as separate uint64 columns ``b0..b{B-1}``, its id and shingle count,
+    and the representative score column when one is configured. Written to Parquet per unit:
+    this is the spill, so the corpus never has to fit in memory.
+resolve (reduce, once):
+    * bands and rows come from the config or from datasketch's parameter optimiser for the
+      target Jaccard ``threshold`` (equal weights on false positives and negatives);
+    * one band at a time (one column of every fingerprint file), documents with the same key
+      become candidate edges (a star per bucket); memory holds one band and the edges;
+    * ``verify: signature`` (default) keeps edges whose signature agreement (estimated
+      Jaccard) reaches the threshold, reading signatures through a memory-mapped spill file;
+      ``verify: exact`` recomputes true Jaccard from stored shingle hashes; ``none`` keeps all;
+    * clusters are connected components (scipy.sparse.csgraph);
+    * the representative of a cluster is the document with the highest ``representative_score``
+      column (if configured and present), then the earliest in input order. It is kept; every
+      other member is rejected as ``near_duplicate`` naming the representative, and every
+      member gets ``tag_minhash_cluster`` = the representative's id.
+filter (map): the generic decisions filter.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import Field, model_validator
+
+from corpusforge.stage import GlobalStage, StageConfig, StageStats, write_decisions
+from corpusforge.text.features import languages, is_cjk
+from corpusforge.text.minhash import band_keys, shingle, signatures
+
+
+class NearDedupConfig(StageConfig):
+    threshold: float = Field(0.8, gt=0, le=1, description="Target Jaccard similarity of near-duplicates.")
+    num_perm: int = Field(128, ge=16, le=1024, description="Signature length.")
+    bands: int | None = Field(None, ge=1, description="LSH bands; derived from threshold when unset.")
+    rows: int | None = Field(None, ge=1, description="Rows per band; derived from threshold when unset.")
+    ngram: int = Field(5, ge=1, description="Shingle size in words.")
+    cjk_ngram: int = Field(5, ge=1, description="Shingle size in characters for zh/ja documents.")
+    verify: Literal["signature", "exact", "none"] = "signature"
+    representative_score: str | None = Field(
+        None, description="Column whose highest value picks a cluster's representative (e.g. a quality score).")
+    seed: int = 1
+
+    @model_validator(mode="after")
+    def _bands(self):
+        if (self.bands is None) != (self.rows is None):
+            raise ValueError("set both bands and rows, or neither (then they are derived from threshold)")
+        if self.bands is not None and self.bands * self.rows > self.num_perm:
+            raise ValueError(f"bands x rows = {self.bands * self.rows} exceeds num_perm {self.num_perm}")
+        return self
+
+    def lsh_params(self) -> tuple[int, int]:
+        if self.bands is not None:
+            return self.bands, self.rows
+        from datasketch.lsh import _optimal_param
+
+        return _optimal_param(self.threshold, self.num_perm, 0.5, 0.5)
+
+
+class NearDedup(GlobalStage):
+    name = "text.near_dedup"
+    kinds = ("text",)
+    Config = NearDedupConfig
+
+    def tag_columns(self) -> tuple[str, ...]:
+        return ("tag_minhash_cluster",)
+
+    # -- map ------------------------------------------------------------------------------
+    def fingerprint(self, table: pa.Table) -> pa.Table:
+        c: NearDedupConfig = self.config
+        bands, rows = c.lsh_params()
+        texts = pl.Series("text", table.column("text").combine_chunks(), pl.String)
+        cjk = is_cjk(languages(table))
+        sh = shingle(texts, cjk, c.ngram, c.cjk_ngram)
+        sig = signatures(sh, c.num_perm, c.seed)
+        keys = band_keys(sig, bands, rows, c.seed)
+        counts = sh.counts()
+        cols = {"id": table.column("id"), "n_shingles": pa.array(counts.astype(np.int32)),
+                "sig": pa.FixedSizeBinaryArray.from_buffers(pa.binary(4 * c.num_perm), len(sig),
+                                                           [None, pa.py_buffer(np.ascontiguousarray(sig).tobytes())])}
+        for j in range(bands):
+            cols[f"b{j}"] = pa.array(keys[:, j], pa.uint64(), mask=counts == 0)   # no shingles: no bucket
+        if c.representative_score:
+            cols["score"] = (table.column(c.representative_score).cast(pa.float64())
+                             if c.representative_score in table.column_names else pa.nulls(table.num_rows, pa.float64()))
+        if c.verify == "exact":
+            offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+            cols["shingles"] = pa.ListArray.from_arrays(pa.array(offsets, pa.int64()).cast(pa.int32()),
+                                                        pa.array(sh.hashes, pa.uint64()))
+        return pa.table(cols)
+
+    # -- reduce ---------------------------------------------------------------------------
+    def resolve(self, fingerprint_files: list[Path], workdir: Path, stats: StageStats) -> None:
+        c: NearDedupConfig = self.config
+        bands, rows = c.lsh_params()
+        stats.counters["lsh_bands"], stats.counters["lsh_rows"] = bands, rows
+        files = [str(f) for f in fingerprint_files]
+        sizes = np.array([pq.read_metadata(f).num_rows for f in files], dtype=np.int64)
+        n = int(sizes.sum())
+        units = np.concatenate([pq.read_table(f, columns=["unit"]).column("unit").to_numpy() for f in files]) \
+            if n else np.zeros(0, np.int32)
+        rows_in_unit = np.concatenate([np.arange(s) for s in sizes]) if n else np.zeros(0, np.int64)
+        if n == 0:
+            write_decisions(workdir, _empty_decisions())
+            return
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+
+        # candidate edges, one band at a time; a document's global id is its position in the
+        # concatenation of the fingerprint files (unit order, then row order)
+        edges = []
+        for j in range(bands):
+            keys = pa.chunked_array([pq.read_table(f, columns=[f"b{j}"]).column(0) for f in files])
+            band = pl.DataFrame({"k": pl.Series(keys), "gid": np.arange(n, dtype=np.int64)}).drop_nulls("k")
+            buckets = (band.group_by("k").agg(pl.col("gid").sort()).filter(pl.col("gid").list.len() > 1)
+                       .select(pl.col("gid").list.first().alias("u"), pl.col("gid").list.slice(1).alias("v"))
+                       .explode("v"))
+            if buckets.height:
+                edges.append(buckets.select("u", "v").to_numpy())
+        stats.counters["candidate_pairs"] = 0
+        if not edges:
+            write_decisions(workdir, _empty_decisions())
+            return
+        pairs = np.unique(np.concatenate(edges).astype(np.int64), axis=0)
+        stats.counters["candidate_pairs"] = len(pairs)
+
+        sigs = _signature_spill(files, n, c.num_perm, workdir)
+        similarity = (sigs[pairs[:, 0]] == sigs[pairs[:, 1]]).mean(axis=1)
+        if c.verify == "signature":
+            pairs, similarity = pairs[similarity >= c.threshold], similarity[similarity >= c.threshold]
+        elif c.verify == "exact":
+            true = _exact_jaccard(files, offsets, pairs)
+            keep = true >= c.threshold
+            pairs, similarity = pairs[keep], true[keep]
+        stats.counters["verified_pairs"] = len(pairs)
+        if not len(pairs):
+            write_decisions(workdir, _empty_decisions())
+            return
+
+        from scipy.sparse import coo_matrix
+        from scipy.sparse.csgraph import connected_components
+
+        graph = coo_matrix((np.ones(len(pairs), np.int8), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+        _, labels = connected_components(graph, directed=False)
+        sizes_by_label = np.bincount(labels)
+        members = np.flatnonzero(sizes_by_label[labels] > 1)
+        ids = np.concatenate([pq.read_table(f, columns=["id"]).column("id").to_numpy(zero_copy_only=False)
+                              for f in files])
+        score = None
+        if c.representative_score:
+            score = np.concatenate([pq.read_table(f, columns=["score"]).column("score").to_numpy(zero_copy_only=False)
+                                    for f in files]).astype(np.float64)
+        df = pl.DataFrame({"gid": members, "label": labels[members],
+                           "score": (np.nan_to_num(score[members], nan=-np.inf) if score is not None
+                                     else np.zeros(len(members)))})
+        reps = (df.sort(["label", "score", "gid"], descending=[False, True, False])
+                .group_by("label", maintain_order=True).first())
+        rep_of_label = dict(zip(reps["label"].to_list(), reps["gid"].to_list()))
+        rep = np.array([rep_of_label[l] for l in labels[members]], dtype=np.int64)
+        est = (sigs[members] == sigs[rep]).mean(axis=1)
+        is_rep = members == rep
+        size = sizes_by_label[labels[members]]
+        detail = [None if r else f"near-duplicate of {ids[p]} (cluster of {s}; estimated Jaccard {j:.2f})"
+                  for r, p, s, j in zip(is_rep, rep, size, est)]
+        stats.counters["clusters"] = len(rep_of_label)
+        stats.counters["duplicates"] = int((~is_rep).sum())
+        stats.counters["largest_cluster"] = int(sizes_by_label.max())
+        write_decisions(workdir, pa.table({
+            "unit": units[members].astype(np.int32), "row": rows_in_unit[members],
+            "reason": pa.array([None if r else "near_duplicate" for r in is_rep], pa.string()),
+            "detail": pa.array(detail, pa.string()),
+            "tag_minhash_cluster": pa.array(ids[rep], pa.string()),
+        }))
+        np.save(workdir / "cluster_sizes.npy", np.bincount(sizes_by_label[sizes_by_label > 1]))
+
+
+def _signature_spill(files: list[str], n: int, num_perm: int, workdir: Path) -> np.ndarray:
+    """All signatures in one memory-mapped (n, num_perm) uint32 file, filled unit by unit."""
+    sigs = np.lib.format.open_memmap(workdir / "signatures.npy", mode="w+", dtype=np.uint32, shape=(n, num_perm))
+    at = 0
+    for f in files:
+        col = pq.read_table(f, columns=["sig"]).column("sig").combine_chunks()
+        if len(col):
+            raw = np.frombuffer(col.buffers()[1], dtype=np.uint8, count=len(col) * 4 * num_perm,
+                                offset=col.offset * 4 * num_perm)
+            sigs[at:at + len(col)] = raw.view(np.uint32).reshape(len(col), num_perm)
+        at += len(col)
+    sigs.flush()
+    return sigs
+
+
+def _exact_jaccard(files: list[str], offsets: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    need = np.unique(pairs)
+    sets = {}
+    for f, off in zip(files, offsets):
+        t = pq.read_table(f, columns=["shingles"])
+        local = need[(need >= off) & (need < off + t.num_rows)] - off
+        for g, lst in zip(local + off, t.column("shingles").take(pa.array(local)).to_pylist()):
+            sets[int(g)] = set(lst or ())
+    out = np.empty(len(pairs))
+    for i, (u, v) in enumerate(pairs):
+        a, b = sets[int(u)], sets[int(v)]
+        out[i] = len(a & b) / max(1, len(a | b))
+    return out
+
+
+def _empty_decisions() -> pa.Table:
+    return pa.table({"unit": pa.array([], pa.int32()), "row": pa.array([], pa.int64()),
+                     "reason": pa.array([], pa.string()), "detail": pa.array([], pa.string()),
+                     "tag_minhash_cluster": pa.array([], pa.string())})
