@@ -13,6 +13,8 @@ STAGES: dict[str, str] = {
     "text.langid": "corpusforge.text.langid:LangId",
     "text.quality": "corpusforge.text.quality:Quality",
     "text.near_dedup": "corpusforge.text.near_dedup:NearDedup",
+    "text.partial_dedup": "corpusforge.text.partial_dedup:PartialDedup",
+    "text.line_dedup": "corpusforge.text.line_dedup:LineDedup",
 }
 
 READERS: dict[str, str] = {

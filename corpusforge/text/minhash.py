@@ -54,7 +54,6 @@ def shingle(texts: pl.Series, cjk: np.ndarray, n: int, cjk_n: int) -> Shingles:
     if len(flat) != lengths.sum():
         flat = flat.drop_nulls()
     h = flat.hash(seed=42).to_numpy()
-    doc = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     # every document gets windows of its own size; short documents one window of all tokens
     win = np.minimum(size, np.maximum(lengths, 1))
