@@ -145,3 +145,15 @@ def test_boilerplate_lines_removed_across_documents(tmp_path):
     st = summary.stats["stages"]["00:text.line_dedup"]
     assert st["counters"]["boilerplate_lines"] == 2 and st["counters"]["lines_removed"] == 62
     assert set(kept.column("count_line_dedup_removed").to_pylist()) == {2}
+
+
+def test_precision_and_recall_on_labelled_real_text():
+    shared("text", "tinyshakespeare.txt")
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from bench_dedup_quality import run
+
+    scores, info = run(n_en=150, n_zh=150)
+    assert scores["precision"] >= 0.95 and scores["recall"] >= 0.95, (scores, info)
