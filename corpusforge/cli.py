@@ -17,8 +17,8 @@ from rich.table import Table
 from corpusforge.errors import ConfigError, CorpusforgeError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-console = Console(stderr=True)
-out = Console()
+console = Console(stderr=True, soft_wrap=True)   # never break a message across lines in logs
+out = Console(soft_wrap=True)
 
 
 def _parse_set(values: list[str]) -> dict:
@@ -148,6 +148,48 @@ def cmd_validate(args) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
+def _texts_from(path: str, limit: int | None, min_chars: int) -> list[str]:
+    """Documents for training: a corpusforge dataset folder, a folder of text files (one document
+    each), a JSONL file (``text`` field), or a text file (one document per line)."""
+    from corpusforge.io.dataset import Dataset
+    from corpusforge.io.readers.jsonl import JsonlReader
+    from corpusforge.io.readers.text import TextReader
+
+    p = Path(path)
+    if p.is_dir() and (p / "manifest.json").exists():
+        texts = Dataset.open(p).read(columns=["text"]).column("text").to_pylist()
+    elif p.is_dir():   # a folder of text files, one document each
+        reader = TextReader(TextReader.Config(paths=[path], source="train"), kind="text")
+        texts = [t for f in reader.files() for b in reader.read(f) for t in b.records.column("text").to_pylist()]
+    else:
+        if not p.exists():
+            raise ConfigError(f"{path}: no such file or dataset")
+        if ".jsonl" in p.name:
+            reader = JsonlReader(JsonlReader.Config(paths=[path], source="train"), kind="text")
+        else:
+            reader = TextReader(TextReader.Config(paths=[path], source="train", mode="line"), kind="text")
+        texts = [t for b in reader.read(p) for t in b.records.column("text").to_pylist()]
+    texts = [t for t in texts if len(t) >= min_chars]
+    return texts[:limit] if limit else texts
+
+
+def cmd_train_classifier(args) -> int:
+    from corpusforge.text.classifier import train
+
+    pos = [t for p in args.positive for t in _texts_from(p, args.limit, args.min_chars)]
+    neg = [t for p in args.negative for t in _texts_from(p, args.limit, args.min_chars)]
+    if not pos or not neg:
+        raise ConfigError(f"need documents on both sides: {len(pos)} positive, {len(neg)} negative")
+    model, metrics = train(pos, neg, dims=1 << args.log2_dims, l2=args.l2, seed=args.seed)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    model.save(args.out)
+    out.print(f"trained on {len(pos):,} positive and {len(neg):,} negative documents -> {args.out}")
+    if "accuracy" in metrics:
+        out.print(f"held-out ({metrics['holdout_docs']:,} docs): accuracy {metrics['accuracy']:.3f}, "
+                  f"precision {metrics['precision']:.3f}, recall {metrics['recall']:.3f}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="corpusforge", description="Prepare pretraining data as sharded Parquet.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -167,6 +209,16 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("path")
     v.add_argument("--no-checksums", action="store_true", help="skip sha256 (sizes and schema only)")
     v.set_defaults(fn=cmd_validate)
+    c = sub.add_parser("train-classifier", help="train the quality classifier (curated vs raw text)")
+    c.add_argument("--positive", nargs="+", required=True, help="curated text: datasets, .jsonl or .txt (one per line)")
+    c.add_argument("--negative", nargs="+", required=True, help="raw text, same forms")
+    c.add_argument("--out", required=True, help="model file to write (.npz)")
+    c.add_argument("--log2-dims", type=int, default=20, help="feature hashing dimensions, as a power of 2")
+    c.add_argument("--l2", type=float, default=1e-4)
+    c.add_argument("--min-chars", type=int, default=50, help="ignore shorter documents")
+    c.add_argument("--limit", type=int, default=None, help="at most this many documents per input")
+    c.add_argument("--seed", type=int, default=0)
+    c.set_defaults(fn=cmd_train_classifier)
     return p
 
 

@@ -12,6 +12,7 @@ STAGES: dict[str, str] = {
     "text.exact_dedup": "corpusforge.text.exact_dedup:ExactDedup",
     "text.langid": "corpusforge.text.langid:LangId",
     "text.quality": "corpusforge.text.quality:Quality",
+    "text.quality_classifier": "corpusforge.text.classifier:QualityClassifier",
     "text.near_dedup": "corpusforge.text.near_dedup:NearDedup",
     "text.partial_dedup": "corpusforge.text.partial_dedup:PartialDedup",
     "text.line_dedup": "corpusforge.text.line_dedup:LineDedup",
