@@ -148,7 +148,7 @@ def cmd_validate(args) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
-def _texts_from(path: str, limit: int | None, min_chars: int) -> list[str]:
+def _texts_from(path: str, limit: int | None, min_chars: int, text_field: str = "text") -> list[str]:
     """Documents for training: a corpusforge dataset folder, a folder of text files (one document
     each), a JSONL file (``text`` field), or a text file (one document per line)."""
     from corpusforge.io.dataset import Dataset
@@ -165,7 +165,7 @@ def _texts_from(path: str, limit: int | None, min_chars: int) -> list[str]:
         if not p.exists():
             raise ConfigError(f"{path}: no such file or dataset")
         if ".jsonl" in p.name:
-            reader = JsonlReader(JsonlReader.Config(paths=[path], source="train"), kind="text")
+            reader = JsonlReader(JsonlReader.Config(paths=[path], source="train", text_field=text_field), kind="text")
         else:
             reader = TextReader(TextReader.Config(paths=[path], source="train", mode="line"), kind="text")
         texts = [t for b in reader.read(p) for t in b.records.column("text").to_pylist()]
@@ -176,8 +176,8 @@ def _texts_from(path: str, limit: int | None, min_chars: int) -> list[str]:
 def cmd_train_classifier(args) -> int:
     from corpusforge.text.classifier import train
 
-    pos = [t for p in args.positive for t in _texts_from(p, args.limit, args.min_chars)]
-    neg = [t for p in args.negative for t in _texts_from(p, args.limit, args.min_chars)]
+    pos = [t for p in args.positive for t in _texts_from(p, args.limit, args.min_chars, args.text_field)]
+    neg = [t for p in args.negative for t in _texts_from(p, args.limit, args.min_chars, args.text_field)]
     if not pos or not neg:
         raise ConfigError(f"need documents on both sides: {len(pos)} positive, {len(neg)} negative")
     model, metrics = train(pos, neg, dims=1 << args.log2_dims, l2=args.l2, seed=args.seed)
@@ -217,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--l2", type=float, default=1e-4)
     c.add_argument("--min-chars", type=int, default=50, help="ignore shorter documents")
     c.add_argument("--limit", type=int, default=None, help="at most this many documents per input")
+    c.add_argument("--text-field", default="text", help="field holding the text in JSONL inputs")
     c.add_argument("--seed", type=int, default=0)
     c.set_defaults(fn=cmd_train_classifier)
     return p

@@ -312,7 +312,9 @@ def run_resolve(plan: Plan, segment_index: int) -> dict:
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
-    files = [plan.fingerprint_path(segment_index, u.index) for u in plan.units]
+    # units whose rows were all rejected upstream have empty fingerprint files: skip them
+    files = [f for f in (plan.fingerprint_path(segment_index, u.index) for u in plan.units)
+             if pq.read_metadata(f).num_rows > 0]
     stats = StageStats()
     start = time.perf_counter()
     seg.global_stage.resolve(files, workdir, stats)

@@ -19,68 +19,6 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 
-EN_SENTENCES = [
-    "The river runs past the old mill before it turns east toward the harbour.",
-    "Engineers measured the load on the bridge every hour during the storm.",
-    "A good loaf needs flour, water, salt and a great deal of patience.",
-    "The committee published its findings after two years of careful review.",
-    "Most of the village gardens grow beans, onions and a few rows of potatoes.",
-    "She repaired the clock by replacing a worn gear with one she cut by hand.",
-    "Rainfall in the region has fallen by a fifth over the last three decades.",
-    "The library keeps its rarest maps in a cool room without windows.",
-    "Students compared the two translations line by line and noted every difference.",
-    "Farmers in the valley rotate their crops to keep the soil healthy.",
-    "The new tram line cut the journey from the station to the hospital in half.",
-    "Bees visit thousands of flowers to gather enough nectar for one spoon of honey.",
-    "He wrote the first draft in a week and spent a year revising it.",
-    "The museum restored the ship's hull using timber from the same forest.",
-    "Children learn to read faster when adults read aloud to them every day.",
-    "The observatory recorded a faint comet moving slowly across the northern sky.",
-    "Local bakers start work at four in the morning to have bread ready by seven.",
-    "The treaty was signed in the spring and took effect the following winter.",
-    "Volunteers planted two hundred oak trees along the edge of the new park.",
-    "A simple model explained most of the variation in the measured temperatures.",
-    "The orchestra rehearsed the final movement until the timing was exact.",
-    "Fishing boats returned early because the wind had changed direction.",
-    "The report recommends better drainage for the roads that flood each autumn.",
-    "Her grandmother kept a diary of the weather for more than forty years.",
-    "The software team fixed the bug by checking the input before parsing it.",
-    "Old photographs show the square as a busy market with stalls on every side.",
-    "The recipe calls for slow cooking so that the beans stay whole.",
-    "Researchers tracked the birds with small tags that weigh less than a gram.",
-    "The council agreed to repair the school roof before the next term begins.",
-    "Walking the coastal path takes about six hours if the tide is low.",
-]
-
-ZH_SENTENCES = [
-    "这条河流经老磨坊，然后向东流向港口。",
-    "暴风雨期间，工程师每小时测量一次桥梁的荷载。",
-    "做一个好面包需要面粉、水、盐和足够的耐心。",
-    "委员会经过两年的认真审查后公布了调查结果。",
-    "村里的菜园大多种植豆角、洋葱和几行土豆。",
-    "她用手工切削的齿轮替换了磨损的零件，修好了那座钟。",
-    "过去三十年里，该地区的降雨量减少了五分之一。",
-    "图书馆把最珍贵的地图保存在一间没有窗户的阴凉房间里。",
-    "学生们逐行比较两个译本，并记下每一处差异。",
-    "山谷里的农民轮作庄稼，以保持土壤肥沃。",
-    "新的有轨电车线路把从车站到医院的时间缩短了一半。",
-    "蜜蜂要采集成千上万朵花的花蜜，才能酿出一勺蜂蜜。",
-    "他用一周写完初稿，又花了一年时间反复修改。",
-    "博物馆用同一片森林的木材修复了船体。",
-    "如果大人每天给孩子朗读，孩子学会阅读会更快。",
-    "天文台记录到一颗暗淡的彗星缓缓划过北方的天空。",
-    "当地的面包师凌晨四点开始工作，七点前把面包烤好。",
-    "条约在春天签署，并于次年冬天生效。",
-    "志愿者沿着新公园的边缘种下了两百棵橡树。",
-    "一个简单的模型解释了测量温度的大部分变化。",
-    "乐团反复排练最后一个乐章，直到节奏完全准确。",
-    "因为风向改变，渔船提前返回了港口。",
-    "报告建议为每年秋天都会被淹的道路改善排水。",
-    "她的祖母坚持记录天气日记长达四十多年。",
-    "软件团队在解析之前先检查输入，从而修复了这个错误。",
-    "老照片显示，这个广场曾是一个热闹的集市，四周都是摊位。",
-]
-
 LOW_QUALITY_EN = [
     "click here click here click here BUY NOW!!! $$$ ### @@@",
     "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor.",
@@ -90,16 +28,68 @@ LOW_QUALITY_EN = [
 ]
 
 
-def _doc(rng: random.Random, sentences: list[str], lo: int, hi: int, sep: str) -> str:
-    paragraphs = []
-    for _ in range(rng.randint(2, 4)):
-        paragraphs.append(sep.join(rng.choice(sentences) for _ in range(rng.randint(lo, hi))))
+EN_WORDS = {
+    "adj": "old new small quiet busy narrow wooden northern early famous broken bright ancient local rural coastal "
+           "modern heavy careful patient young cheerful distant hidden".split(),
+    "noun": "bridge clock wall map gate boat bank orchard roof station letter lantern mill harbour market library "
+            "school garden tower river chapel barn road square fountain ferry".split(),
+    "who": "engineers farmers students teachers volunteers nurses fishermen bakers painters pilots carpenters "
+           "historians gardeners musicians children neighbours officials doctors".split(),
+    "verb": "measured repaired described painted carried studied photographed rebuilt cleaned counted tested "
+            "mapped restored explained recorded planted visited guarded moved sketched".split(),
+    "prep": "near behind beside above below inside along across past toward".split(),
+    "when": "yesterday recently afterwards meanwhile eventually today later earlier again finally".split(),
+}
+ZH_WORDS = {
+    "when": "昨天 去年 上周 今天 前天 早晨 傍晚 深夜 春天 秋天 冬天 夏天".split(),
+    "who": "工程师 农民 学生 教师 志愿者 护士 渔民 面包师 画家 木匠 历史学家 园丁 医生 邻居 官员".split(),
+    "where": "港口 市场 小镇 山谷 磨坊 山路 市政厅 海岸 车站 花园 学校 图书馆 广场 河边".split(),
+    "verb": "测量 修复 记录 粉刷 搬运 研究 拍摄 重建 清理 绘制 参观 检查 保护 移动".split(),
+    "num": "一座 两座 三条 几排 一批 一套 几间 一箱".split(),
+    "noun": "石桥 旧钟 城墙 地图 大门 木船 河岸 橡树 屋顶 灯塔 信件 钟楼 果园 渡船".split(),
+    "adv": "仔细地 认真地 悄悄地 迅速地 耐心地 小心地".split(),
+}
+
+
+def _sentence(rng: random.Random, zh: bool) -> str:
+    w = {k: rng.choice(v) for k, v in (ZH_WORDS if zh else EN_WORDS).items()}
+    if zh:
+        return f"{w['when']}，{w['who']}在{w['where']}{w['adv']}{w['verb']}了{w['num']}{w['noun']}。"
+    other = {k: rng.choice(v) for k, v in EN_WORDS.items()}
+    s = (f"The {w['adj']} {w['who']} {w['verb']} the {other['adj']} {w['noun']} {w['prep']} the "
+         f"{other['noun']} {w['when']}.")
+    return s
+
+
+def _doc(rng: random.Random, zh: bool, lo: int, hi: int, n_paragraphs: tuple[int, int] = (2, 4)) -> str:
+    """Paragraphs of template sentences (no sentence repeated within a document)."""
+    paragraphs, seen = [], set()
+    for _ in range(rng.randint(*n_paragraphs)):
+        sents = []
+        while len(sents) < rng.randint(lo, hi):
+            s = _sentence(rng, zh)
+            if s not in seen:
+                seen.add(s)
+                sents.append(s)
+        paragraphs.append(("" if zh else " ").join(sents))
     return "\n\n".join(paragraphs)
+
+
+FOOTERS = ["Share this article: Facebook | Twitter | Email", "Subscribe to our newsletter for weekly updates."]
+JUNK_EN = ["buy cheap {0} online best price {0} discount {0} free shipping click here",
+           "home | products | {0} | cart | login | register | help | contact",
+           "{0} {0} {0} top 10 {0} deals 2024 {0} coupon code {0} sale",
+           "Error 404: page not found. Return to home page. {0}",
+           "tags: {0}, news, sport, weather, video, photos, more {0}"]
+JUNK_ZH = ["点击这里购买{0}最低价格{0}优惠{0}免费送货", "首页 | 产品 | {0} | 购物车 | 登录 | 注册",
+           "{0}{0}{0}热门{0}排行榜 {0}优惠券", "标签：{0}，新闻，体育，视频，图片"]
+JUNK_WORDS = ["shoes", "phone", "watch", "laptop", "bags", "手机", "电脑", "鞋子", "手表"]
 
 
 def make_text(out: Path, rng: random.Random) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    en = [_doc(rng, EN_SENTENCES, 3, 7, " ") for _ in range(160)]
+    en = [_doc(rng, False, 3, 6) for _ in range(160)]
+    en = [d + "\n\n" + "\n".join(FOOTERS) if i % 3 else d for i, d in enumerate(en)]   # site boilerplate
     en += en[:8]                                                  # exact duplicates
     en += [d.replace("the", "the the", 1) + " Minor edit." for d in en[8:14]]   # near duplicates
     en += LOW_QUALITY_EN
@@ -111,7 +101,7 @@ def make_text(out: Path, rng: random.Random) -> None:
         f.write('{"title": "no text field"}\n')
     with open(out / "web_en.jsonl", "ab") as f:
         f.write(b'{"text": "bad byte \xff in the middle"}\n')          # invalid UTF-8
-    zh = [_doc(rng, ZH_SENTENCES, 4, 9, "") for _ in range(100)] + []
+    zh = [_doc(rng, True, 3, 6) for _ in range(100)]
     zh += zh[:5]
     rng.shuffle(zh)
     with gzip.GzipFile(out / "news_zh.jsonl.gz", "wb", mtime=0) as f:
@@ -120,8 +110,18 @@ def make_text(out: Path, rng: random.Random) -> None:
     (out / "empty.jsonl").write_bytes(b"")
     books = out / "books"
     books.mkdir(exist_ok=True)
-    for i in range(6):
-        (books / f"book_{i:02d}.txt").write_text(_doc(rng, EN_SENTENCES, 8, 14, " ") + "\n", encoding="utf-8")
+    book_texts = [_doc(rng, False, 8, 12, n_paragraphs=(3, 4)) for _ in range(6)]
+    for i, text in enumerate(book_texts):
+        (books / f"book_{i:02d}.txt").write_text(text + "\n", encoding="utf-8")
+    # a web page quoting two paragraphs of a book: a partial copy
+    with open(out / "web_en.jsonl", "a", encoding="utf-8") as f:
+        quote = book_texts[0].split("\n\n")[1]
+        f.write(json.dumps({"text": "As the book puts it:\n\n" + quote, "url": "https://example.org/en/quote"}) + "\n")
+    # raw junk for training the demo's quality classifier (negative side)
+    with open(out / "junk_for_classifier.txt", "w", encoding="utf-8") as f:   # one document per line
+        for i in range(120):
+            tpl = rng.choice(JUNK_ZH if i % 3 == 0 else JUNK_EN)
+            f.write(tpl.format(rng.choice(JUNK_WORDS)) + f" {i}\n")
     (books / "latin1.txt").write_bytes("Caf\xe9 cr\xe8me, na\xefve fa\xe7ade.\n".encode("latin-1"))
 
 
