@@ -11,7 +11,7 @@ resolve (reduce, once):
     * one band at a time (one column of every fingerprint file), documents with the same key
       become candidate edges (a star per bucket); memory holds one band and the edges;
     * ``verify: signature`` (default) keeps edges whose signature agreement (estimated
-      Jaccard) reaches the threshold, reading signatures through a memory-mapped spill file;
+      Jaccard) reaches the threshold, reading only the candidates' signatures, file by file;
       ``verify: exact`` recomputes true Jaccard from stored shingle hashes; ``none`` keeps all;
     * clusters are connected components (scipy.sparse.csgraph);
     * the representative of a cluster is the document with the highest ``representative_score``
@@ -131,7 +131,7 @@ class NearDedup(GlobalStage):
         pairs = np.unique(np.concatenate(edges).astype(np.int64), axis=0)
         stats.counters["candidate_pairs"] = len(pairs)
 
-        sigs = _signature_spill(files, n, c.num_perm, workdir)
+        sigs = _CandidateSignatures(files, sizes, np.unique(pairs), c.num_perm)
         similarity = (sigs[pairs[:, 0]] == sigs[pairs[:, 1]]).mean(axis=1)
         if c.verify == "signature":
             pairs, similarity = pairs[similarity >= c.threshold], similarity[similarity >= c.threshold]
@@ -181,19 +181,25 @@ class NearDedup(GlobalStage):
         np.save(workdir / "cluster_sizes.npy", np.bincount(sizes_by_label[sizes_by_label > 1]))
 
 
-def _signature_spill(files: list[str], n: int, num_perm: int, workdir: Path) -> np.ndarray:
-    """All signatures in one memory-mapped (n, num_perm) uint32 file, filled unit by unit."""
-    sigs = np.lib.format.open_memmap(workdir / "signatures.npy", mode="w+", dtype=np.uint32, shape=(n, num_perm))
-    at = 0
-    for f in files:
-        col = pq.read_table(f, columns=["sig"]).column("sig").combine_chunks()
-        if len(col):
-            raw = np.frombuffer(col.buffers()[1], dtype=np.uint8, count=len(col) * 4 * num_perm,
-                                offset=col.offset * 4 * num_perm)
-            sigs[at:at + len(col)] = raw.view(np.uint32).reshape(len(col), num_perm)
-        at += len(col)
-    sigs.flush()
-    return sigs
+class _CandidateSignatures:
+    """Signatures of the documents in candidate pairs only, read unit file by unit file (one
+    file's signature column in memory at a time), indexed by global id."""
+
+    def __init__(self, files: list[str], sizes: np.ndarray, gids: np.ndarray, num_perm: int):
+        self.gids = gids
+        self.sig = np.empty((len(gids), num_perm), dtype=np.uint32)
+        start = 0
+        for f, size in zip(files, sizes):
+            lo, hi = np.searchsorted(gids, [start, start + size])
+            if hi > lo:
+                col = pq.read_table(f, columns=["sig"]).column("sig").combine_chunks()
+                raw = np.frombuffer(col.buffers()[1], dtype=np.uint32, count=len(col) * num_perm,
+                                    offset=col.offset * 4 * num_perm).reshape(len(col), num_perm)
+                self.sig[lo:hi] = raw[gids[lo:hi] - start]
+            start += size
+
+    def __getitem__(self, gid: np.ndarray) -> np.ndarray:
+        return self.sig[np.searchsorted(self.gids, gid)]
 
 
 def _exact_jaccard(files: list[str], offsets: np.ndarray, pairs: np.ndarray) -> np.ndarray:
