@@ -151,8 +151,6 @@ class NearDedup(GlobalStage):
         _, labels = connected_components(graph, directed=False)
         sizes_by_label = np.bincount(labels)
         members = np.flatnonzero(sizes_by_label[labels] > 1)
-        ids = np.concatenate([pq.read_table(f, columns=["id"]).column("id").to_numpy(zero_copy_only=False)
-                              for f in files])
         score = None
         if c.representative_score:
             score = np.concatenate([pq.read_table(f, columns=["score"]).column("score").to_numpy(zero_copy_only=False)
@@ -164,10 +162,11 @@ class NearDedup(GlobalStage):
                 .group_by("label", maintain_order=True).first())
         rep_of_label = dict(zip(reps["label"].to_list(), reps["gid"].to_list()))
         rep = np.array([rep_of_label[l] for l in labels[members]], dtype=np.int64)
+        ids = _gather_column(files, sizes, np.unique(rep), "id")
         est = (sigs[members] == sigs[rep]).mean(axis=1)
         is_rep = members == rep
         size = sizes_by_label[labels[members]]
-        detail = [None if r else f"near-duplicate of {ids[p]} (cluster of {s}; estimated Jaccard {j:.2f})"
+        detail = [None if r else f"near-duplicate of {ids[int(p)]} (cluster of {s}; estimated Jaccard {j:.2f})"
                   for r, p, s, j in zip(is_rep, rep, size, est)]
         stats.counters["clusters"] = len(rep_of_label)
         stats.counters["duplicates"] = int((~is_rep).sum())
@@ -176,9 +175,21 @@ class NearDedup(GlobalStage):
             "unit": units[members].astype(np.int32), "row": rows_in_unit[members],
             "reason": pa.array([None if r else "near_duplicate" for r in is_rep], pa.string()),
             "detail": pa.array(detail, pa.string()),
-            "tag_minhash_cluster": pa.array(ids[rep], pa.string()),
+            "tag_minhash_cluster": pa.array([ids[int(p)] for p in rep], pa.string()),
         }))
         np.save(workdir / "cluster_sizes.npy", np.bincount(sizes_by_label[sizes_by_label > 1]))
+
+
+def _gather_column(files: list[str], sizes: np.ndarray, gids: np.ndarray, column: str) -> dict[int, object]:
+    """{global id: value} of one column for the given (sorted) global ids, file by file."""
+    out, start = {}, 0
+    for f, size in zip(files, sizes):
+        lo, hi = np.searchsorted(gids, [start, start + size])
+        if hi > lo:
+            values = pq.read_table(f, columns=[column]).column(0).take(pa.array(gids[lo:hi] - start)).to_pylist()
+            out.update(zip(gids[lo:hi].tolist(), values))
+        start += size
+    return out
 
 
 class _CandidateSignatures:
