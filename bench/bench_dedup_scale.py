@@ -43,7 +43,8 @@ def make_input(n: int, folder: Path, seed: int = 0) -> float:
     for part in range(0, n, per_file):
         with open(folder / f"part{part // per_file:04d}.jsonl", "w", encoding="utf-8") as f:
             for i in range(part, min(n, part + per_file)):
-                if recent and rng.random() < 0.05:
+                planted = bool(recent) and rng.random() < 0.05
+                if planted:
                     base = rng.choice(recent)
                     sep = " " if base.count(" ") > 20 else ""     # Chinese: change characters
                     units = base.split(" ") if sep else list(base)
@@ -54,7 +55,7 @@ def make_input(n: int, folder: Path, seed: int = 0) -> float:
                     pool, sep = (zh, "") if rng.random() < 0.4 else (en, "\n")
                     doc = sep.join(rng.choice(pool) for _ in range(rng.randint(5, 20)))
                     recent = (recent + [doc])[-1000:]
-                line = json.dumps({"text": doc}, ensure_ascii=False) + "\n"
+                line = json.dumps({"text": doc, "planted": planted}, ensure_ascii=False) + "\n"
                 total += len(line.encode())
                 f.write(line)
     (folder / "done").write_text(json.dumps({"mb": total / 1e6}))
@@ -82,10 +83,18 @@ def run(n: int) -> dict:
         raise RuntimeError(res.stderr[-2000:])
     stats = json.loads((out / "stats.json").read_text())
     nd = stats["stages"]["02:text.near_dedup"]
+    import polars as pl
+
+    rej = pl.scan_parquet(str(out / "rejected" / "*.parquet")).select("meta", "reject_reason").collect()
+    planted_total = sum(pl.scan_parquet(str(f)).select(pl.col("meta").str.contains('"planted": true').sum())
+                        .collect().item() for f in [out / "*.parquet", out / "rejected" / "*.parquet"])
+    caught = rej.filter(pl.col("meta").str.contains('"planted": true')
+                        & pl.col("reject_reason").is_in(["near_duplicate", "duplicate"])).height
     shutil.rmtree(out, ignore_errors=True)
     return {"docs": n, "mb": mb, "seconds": float(seconds), "peak_rss_mb": int(rss_kb) / 1024,
             "exact_dups": stats["stages"]["01:text.exact_dedup"]["rejected"], "near_dups": nd["rejected"],
-            "resolve_seconds": nd.get("resolve_seconds"), "signature_store_mb": n * 128 * 4 / 1e6}
+            "resolve_seconds": nd.get("resolve_seconds"), "signature_store_mb": n * 128 * 4 / 1e6,
+            "planted": planted_total, "planted_caught": caught}
 
 
 def main() -> None:
@@ -94,10 +103,11 @@ def main() -> None:
     args = p.parse_args()
     rows = [run(n) for n in args.sizes]
     print(f"{'docs':>9} {'MB':>7} {'seconds':>8} {'s/100k docs':>11} {'peak RSS MB':>11} {'sig store MB':>12} "
-          f"{'exact':>7} {'near':>7}")
+          f"{'exact':>7} {'near':>7} {'planted caught':>15}")
     for r in rows:
         print(f"{r['docs']:9,} {r['mb']:7.0f} {r['seconds']:8.1f} {r['seconds'] / r['docs'] * 1e5:11.1f} "
-              f"{r['peak_rss_mb']:11.0f} {r['signature_store_mb']:12.0f} {r['exact_dups']:7,} {r['near_dups']:7,}")
+              f"{r['peak_rss_mb']:11.0f} {r['signature_store_mb']:12.0f} {r['exact_dups']:7,} {r['near_dups']:7,} "
+              f"{r['planted_caught']:7,}/{r['planted']:,}")
 
 
 if __name__ == "__main__":
