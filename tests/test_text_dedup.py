@@ -158,3 +158,25 @@ def test_precision_and_recall_on_labelled_real_text():
 
     scores, info = run(n_en=150, n_zh=150)
     assert scores["precision"] >= 0.95 and scores["recall"] >= 0.95, (scores, info)
+
+
+def test_boilerplate_paragraphs(tmp_path):
+    base = [l for l in shared("text", "zhwiki_sample.zh.txt").read_text().splitlines() if len(l) > 100][:20]
+    disclaimer = "This article is for information only.\nIt is not advice. Consult a professional."
+    docs = [{"text": f"{d}\n\n{disclaimer}"} for d in base]
+    _, kept, _ = _run(tmp_path, docs, [{"stage": "text.line_dedup", "unit": "paragraph", "min_docs": 5}])
+    assert kept.num_rows == 20 and all(t.strip() in base for t in kept.column("text").to_pylist())
+
+
+def test_every_text_stage_survives_bad_input(tmp_path):
+    base = _shakespeare_docs(20)
+    bad = ["", "   ", "x" * 300_000, "\x00\x01\x02 binary \ufffd\ufffd garbage " * 200, "1234567890" * 5000,
+           "中文 English русский عربى ★★★ 😀 " * 300, "\n" * 1000, "a\u200db\u200dc " * 1000]
+    docs = [{"text": t} for t in base + bad]
+    stages = [{"stage": "text.normalize"}, {"stage": "text.langid"}, {"stage": "text.line_dedup"},
+              {"stage": "text.quality", "c4": {}}, {"stage": "text.exact_dedup"}, {"stage": "text.near_dedup"},
+              {"stage": "text.partial_dedup"}]
+    summary, kept, rejected = _run(tmp_path, docs, stages)
+    t = summary.stats["totals"]
+    assert t["accounting_ok"] and t["entered"] == len(docs) == kept.num_rows + rejected.num_rows
+    assert all(rejected.column("reject_reason").to_pylist())

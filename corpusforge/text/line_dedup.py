@@ -1,4 +1,5 @@
-"""Corpus-level boilerplate removal: lines that repeat across many documents (a global stage).
+"""Corpus-level boilerplate removal: lines (or paragraphs, ``unit: paragraph``) that repeat
+across many documents (a global stage).
 
 Navigation bars, cookie notices, footers and share buttons repeat verbatim across thousands of
 pages of a site; a line is boilerplate when (normalized: lowercase, punctuation collapsed) it
@@ -14,6 +15,7 @@ filter: removes those lines from every document (counted in ``lines_removed``); 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import polars as pl
@@ -27,9 +29,12 @@ from corpusforge.stage import GlobalStage, StageConfig, StageResult, StageStats,
 BOILERPLATE = "boilerplate.parquet"
 
 
-def _normalized_lines(texts: pl.Series) -> pl.DataFrame:
-    """Every line (blank ones too, so that rejoining keeps paragraph breaks) with its hash."""
-    lists = texts.str.split("\n")
+SEPARATOR = {"line": "\n", "paragraph": "\n\n"}
+
+
+def _normalized_lines(texts: pl.Series, sep: str = "\n") -> pl.DataFrame:
+    """Every line or paragraph (empty ones too, so that rejoining keeps the layout) with its hash."""
+    lists = texts.str.split(sep)
     lengths = lists.list.len().fill_null(0).to_numpy()
     flat = lists.explode()
     if len(flat) != lengths.sum():
@@ -40,6 +45,7 @@ def _normalized_lines(texts: pl.Series) -> pl.DataFrame:
 
 
 class LineDedupConfig(StageConfig):
+    unit: Literal["line", "paragraph"] = Field("line", description="Repeated lines, or paragraphs (split on blank lines).")
     min_docs: int = Field(10, ge=2, description="A line in at least this many documents is boilerplate.")
     min_chars: int = Field(10, ge=1, description="Shorter lines (normalized) are never boilerplate.")
     min_chars_left: int = Field(1, ge=0)
@@ -55,7 +61,8 @@ class LineDedup(GlobalStage):
         return {"count_line_dedup_removed": pa.int64()}
 
     def fingerprint(self, table: pa.Table) -> pa.Table:
-        lines = _normalized_lines(pl.Series("t", table.column("text").combine_chunks(), pl.String))
+        lines = _normalized_lines(pl.Series("t", table.column("text").combine_chunks(), pl.String),
+                                  SEPARATOR[self.config.unit])
         lines = lines.filter(pl.col("n") >= self.config.min_chars).unique(["doc", "h"], maintain_order=True)
         counts = np.bincount(lines["doc"].to_numpy(), minlength=table.num_rows)
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
@@ -86,7 +93,8 @@ class LineDedup(GlobalStage):
         if cache is None or cache[0] != str(workdir):
             hashes = pq.read_table(workdir / BOILERPLATE, columns=["lines"]).column(0).to_numpy()
             self._boilerplate = cache = (str(workdir), np.sort(hashes))
-        lines = _normalized_lines(pl.Series("t", table.column("text").combine_chunks(), pl.String))
+        sep = SEPARATOR[c.unit]
+        lines = _normalized_lines(pl.Series("t", table.column("text").combine_chunks(), pl.String), sep)
         h = lines["h"].to_numpy()
         bp = cache[1]
         hit = np.zeros(len(h), bool)
@@ -100,7 +108,7 @@ class LineDedup(GlobalStage):
         changed = np.flatnonzero(removed > 0)
         if len(changed):
             kept = (lines.with_columns(pl.Series("hit", hit)).filter(~pl.col("hit") & pl.col("doc").is_in(changed))
-                    .group_by("doc", maintain_order=True).agg(pl.col("line").str.join("\n")))
+                    .group_by("doc", maintain_order=True).agg(pl.col("line").str.join(sep)))
             text[changed] = ""
             text[kept["doc"].to_numpy()] = kept["line"].to_numpy()
         table = table.set_column(table.schema.get_field_index("text"), "text", pa.array(text, pa.string()))
