@@ -29,7 +29,7 @@ from scipy import sparse
 
 from corpusforge.errors import ConfigError
 from corpusforge.stage import Stage, StageConfig, StageResult, StageStats, split
-from corpusforge.text.features import CJK_CHAR, is_cjk, languages
+from corpusforge.text.features import CJK_CHAR, Flat, is_cjk, languages
 from corpusforge.text.minhash import FNV, WORD, mix64
 
 FORMAT = "corpusforge.quality_classifier/1"
@@ -51,13 +51,9 @@ class HashedNgrams:
             idx = np.flatnonzero(mask)
             if not len(idx):
                 continue
-            tokens = lowered.gather(idx).str.extract_all(pattern)
-            lengths = tokens.list.len().fill_null(0).to_numpy()
-            flat = tokens.explode()
-            if len(flat) != lengths.sum():
-                flat = flat.drop_nulls()
-            h = flat.hash(seed=3).to_numpy()
-            doc = np.repeat(idx, lengths)
+            flat = Flat.of(lowered.gather(idx).str.extract_all(pattern))
+            h = flat.values.hash(seed=3).to_numpy()
+            doc = idx[flat.doc]
             g = h.copy()
             for n in range(1, max(sizes) + 1):
                 if n > 1:

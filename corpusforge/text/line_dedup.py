@@ -25,6 +25,8 @@ from pydantic import Field
 
 from corpusforge.io.atomic import commit, temp_path
 from corpusforge.stage import GlobalStage, StageConfig, StageResult, StageStats, split
+from corpusforge.text.features import Flat
+from corpusforge.text.segments import normalize_segment
 
 BOILERPLATE = "boilerplate.parquet"
 
@@ -34,14 +36,9 @@ SEPARATOR = {"line": "\n", "paragraph": "\n\n"}
 
 def _normalized_lines(texts: pl.Series, sep: str = "\n") -> pl.DataFrame:
     """Every line or paragraph (empty ones too, so that rejoining keeps the layout) with its hash."""
-    lists = texts.str.split(sep)
-    lengths = lists.list.len().fill_null(0).to_numpy()
-    flat = lists.explode()
-    if len(flat) != lengths.sum():
-        flat = flat.drop_nulls()
-    norm = flat.str.to_lowercase().str.replace_all(r"[^\p{L}\p{N}]+", " ").str.strip_chars()
-    return pl.DataFrame({"doc": np.repeat(np.arange(len(lengths)), lengths), "line": flat,
-                         "h": norm.hash(seed=11), "n": norm.str.len_chars()})
+    flat = Flat.of(texts.str.split(sep))
+    norm = normalize_segment(flat.values)
+    return pl.DataFrame({"doc": flat.doc, "line": flat.values, "h": norm.hash(seed=11), "n": norm.str.len_chars()})
 
 
 class LineDedupConfig(StageConfig):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from corpusforge.text.features import CJK_CHAR
+from corpusforge.text.features import CJK_CHAR, Flat
 
 EMPTY = np.uint32(0xFFFFFFFF)
 FNV = np.uint64(1099511628211)
@@ -49,11 +49,9 @@ def shingle(texts: pl.Series, cjk: np.ndarray, n: int, cjk_n: int) -> Shingles:
         mask = pl.Series(cjk)
         words = pl.select(pl.when(mask).then(chars).otherwise(words)).to_series()
     size = np.where(cjk, cjk_n, n)
-    lengths = words.list.len().fill_null(0).to_numpy().astype(np.int64)
-    flat = words.explode()
-    if len(flat) != lengths.sum():
-        flat = flat.drop_nulls()
-    h = flat.hash(seed=42).to_numpy()
+    flat = Flat.of(words)
+    lengths = flat.count()
+    h = flat.values.hash(seed=42).to_numpy()
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     # every document gets windows of its own size; short documents one window of all tokens
     win = np.minimum(size, np.maximum(lengths, 1))
