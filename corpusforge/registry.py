@@ -13,6 +13,7 @@ STAGES: dict[str, str] = {
     "text.langid": "corpusforge.text.langid:LangId",
     "text.quality": "corpusforge.text.quality:Quality",
     "text.quality_classifier": "corpusforge.text.classifier:QualityClassifier",
+    "text.pii": "corpusforge.text.pii:Pii",
     "text.near_dedup": "corpusforge.text.near_dedup:NearDedup",
     "text.partial_dedup": "corpusforge.text.partial_dedup:PartialDedup",
     "text.line_dedup": "corpusforge.text.line_dedup:LineDedup",

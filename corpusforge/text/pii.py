@@ -1,0 +1,279 @@
+"""PII scrubbing with presidio (analyzer + anonymizer), fast and exact.
+
+Recognizers (``pii_recognizers.py``): presidio's email, phone (phonenumbers, international
+formats), credit card (Luhn), IBAN, IP v4/v6, URL (off by default: many corpora keep URLs) and
+US SSN; and Chinese mainland mobile and landline numbers, resident identity numbers (MOD 11-2
+check), UnionPay bank cards (Luhn) and passport numbers (with a keyword nearby). All pattern
+recognizers run with ASCII word boundaries, so identifiers touching Chinese characters are found.
+
+The NLP engine is presidio's model-free ``no_op`` engine: no spaCy model is needed or downloaded.
+Names and places (PERSON, LOCATION) need an NER model: set ``spacy_model`` to an installed spaCy
+model and add the entity types; without one they are **not** scrubbed, and the stage's stats list
+the entity types that were active.
+
+Speed without changing what is found:
+1. Pre-scan (columnar, polars regex over the whole batch): every match of a built-in recognizer
+   contains a trigger: an ``@`` (email), a run of 7+ digits with separators (phones, cards, IBAN,
+   SSN, Chinese numbers), a dotted quad or ``x:y:z`` (IP), a scheme or dotted host (URL). Only
+   documents with a trigger go to presidio.
+2. Windows: presidio runs on the text around the triggers, with only the recognizers the
+   triggers call for and only as much context as each needs (3 characters for phone numbers, 48
+   for the other numbers and IPs, ``window`` for email and URL). A finding that touches a window edge is
+   re-checked on the whole document, so findings equal those of presidio with every
+   recognizer on the whole document (``bench/bench_pii.py`` and the tests check it).
+User recognizers (``recognizers_yaml``) have unknown shapes: with them the pre-scan is off unless
+``prescan_extra`` gives a regex that every one of their matches contains.
+
+Policy per entity type: ``tag`` (``<EMAIL>``), ``mask`` (``*`` per character), ``hash`` (salted
+sha256, salt from config: deterministic), or ``drop`` (reject the document as ``pii.drop``).
+Records get ``count_pii_<type>`` columns: how many were replaced, never the values.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+from pydantic import Field, field_validator, model_validator
+
+from corpusforge.errors import ConfigError
+from corpusforge.stage import Stage, StageConfig, StageResult, StageStats, split
+from corpusforge.text.pii_recognizers import ALL_ENTITIES, PHONE_PUNCT
+
+DEFAULT_ENTITIES = [e for e in ALL_ENTITIES if e != "URL"]
+TAGS = {"EMAIL_ADDRESS": "<EMAIL>", "PHONE_NUMBER": "<PHONE>", "CREDIT_CARD": "<CREDIT_CARD>", "IBAN_CODE": "<IBAN>",
+        "IP_ADDRESS": "<IP>", "URL": "<URL>", "US_SSN": "<SSN>", "CN_MOBILE": "<PHONE>", "CN_LANDLINE": "<PHONE>",
+        "CN_RESIDENT_ID": "<ID_NUMBER>", "CN_BANK_CARD": "<BANK_CARD>", "CN_PASSPORT": "<PASSPORT>",
+        "PERSON": "<PERSON>", "LOCATION": "<LOCATION>"}
+WARM_UP = ("mail a.b@example.com, call +1 415 555 2671 or 13812345678, card 4111 1111 1111 1111, "
+           "ip 10.0.0.1 fe80::1, see www.example.org, 护照E12345678")
+LANGUAGE = "xx"   # pattern recognizers are language-independent: one registry for every document
+# Pre-scan triggers: every match of an entity contains its trigger (a 7+ digit run: digits with at
+# most 3 non-letter, non-digit characters between them, as in 138-1234-5678, (0755) 1234 5678,
+# 4111 1111 1111 1111, DE89 3704 0044 ...; the phone recognizer keeps 7+ digit numbers only).
+DIGITS = ["CREDIT_CARD", "IBAN_CODE", "US_SSN", "CN_MOBILE", "CN_LANDLINE", "CN_RESIDENT_ID",
+          "CN_BANK_CARD", "CN_PASSPORT"]
+TRIGGERS = [
+    (r"@", ["EMAIL_ADDRESS", "URL"]),
+    (r"\d(?:[^\p{L}\d\n]{0,3}\d){6,}", DIGITS + ["IP_ADDRESS", "URL"]),
+    # phonenumbers joins digit blocks with at most 4 of its punctuation characters, and the phone
+    # recognizer keeps numbers with 7+ digits in that chain
+    (r"\d(?:" + PHONE_PUNCT + r"{0,4}\d){6,}", ["PHONE_NUMBER"]),
+    (r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}", ["IP_ADDRESS", "URL"]),
+    (r"[0-9A-Fa-f]*:[0-9A-Fa-f]*:[0-9A-Fa-f]", ["IP_ADDRESS"]),
+    (r"(?i)https?://|www\.|[a-z0-9-]\.[a-z]{2,}", ["URL", "EMAIL_ADDRESS"]),
+]
+# Context each entity needs around its trigger. phonenumbers looks only at the characters next to
+# a number (and is the one expensive recognizer, so its windows are kept tight); an IBAN starts
+# up to ~10 characters before its first long digit run and a passport needs its keyword within 30
+# characters; emails and URLs can be long (``window`` in the config). Entities with the same
+# margin are analyzed in one presidio call.
+MARGIN = {"PHONE_NUMBER": 3, **{e: 48 for e in DIGITS + ["IP_ADDRESS"]}}
+
+
+class PiiConfig(StageConfig):
+    entities: list[str] = Field(default_factory=lambda: list(DEFAULT_ENTITIES),
+                                description=f"Entity types to scrub; known: {', '.join(ALL_ENTITIES)}, and PERSON/"
+                                            "LOCATION with spacy_model.")
+    policy: dict[str, Literal["tag", "mask", "hash", "drop"]] = Field(
+        default_factory=dict, description="Per entity type; `default` sets the rest (tag).")
+    tags: dict[str, str] = Field(default_factory=dict, description="Replacement text per entity type for `tag`.")
+    hash_salt: str | None = Field(None, min_length=16, description="Salt for `hash` (at least 16 characters).")
+    min_score: float = Field(0.35, ge=0, le=1, description="presidio confidence below which a finding is ignored.")
+    phone_regions: list[str] = Field(default_factory=lambda: ["US", "GB", "DE", "FR", "IN", "CA", "BR", "CN", "JP",
+                                                             "AU", "SG", "HK", "TW"])
+    spacy_model: str | None = Field(None, description="Installed spaCy model for PERSON/LOCATION (none by default).")
+    recognizers_yaml: str | None = Field(None, description="presidio recognizers YAML with your own patterns.")
+    prescan: bool = True
+    prescan_extra: str | None = Field(None, description="Regex that every match of your own recognizers contains.")
+    window: int = Field(256, ge=32, description="Characters of context around pre-scan hits given to presidio.")
+
+    @field_validator("entities")
+    @classmethod
+    def _known(cls, v):
+        unknown = [e for e in v if e not in ALL_ENTITIES and e not in ("PERSON", "LOCATION", "NRP")]
+        if unknown:
+            raise ValueError(f"unknown entity type(s) {unknown}; known: {', '.join(ALL_ENTITIES)}, PERSON, LOCATION")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        policies = {**{e: self.policy.get("default", "tag") for e in self.entities}, **self.policy}
+        if "hash" in policies.values() and not self.hash_salt:
+            raise ValueError("policy `hash` needs hash_salt (>= 16 characters) so that hashing is deterministic")
+        if any(e in self.entities for e in ("PERSON", "LOCATION", "NRP")) and not self.spacy_model:
+            raise ValueError("PERSON/LOCATION need an NER model: set spacy_model to an installed spaCy model")
+        return self
+
+    def policy_of(self, entity: str) -> str:
+        return self.policy.get(entity, self.policy.get("default", "tag"))
+
+
+def count_column(entity: str) -> str:
+    return "count_pii_" + entity.lower()
+
+
+class Pii(Stage):
+    name = "text.pii"
+    kinds = ("text",)
+    Config = PiiConfig
+
+    def output_columns(self) -> dict[str, pa.DataType]:
+        return {count_column(e): pa.int64() for e in self.config.entities}
+
+    # -- presidio engines, built once per process ------------------------------------------
+    def _engines(self):
+        if getattr(self, "_analyzer", None) is not None:
+            return self._analyzer, self._anonymizer
+        from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
+        from presidio_anonymizer import AnonymizerEngine
+        from presidio_anonymizer.entities import OperatorConfig
+
+        from corpusforge.text.pii_recognizers import ASCII_FLAGS, build_recognizers
+
+        c: PiiConfig = self.config
+        if c.spacy_model:
+            from presidio_analyzer.nlp_engine import NlpEngineProvider
+            from presidio_analyzer.predefined_recognizers import SpacyRecognizer
+            try:
+                nlp = NlpEngineProvider(nlp_configuration={"nlp_engine_name": "spacy", "models": [
+                    {"lang_code": LANGUAGE, "model_name": c.spacy_model}]}).create_engine()
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"text.pii: spacy_model {c.spacy_model!r} cannot be loaded ({exc}); "
+                                  f"install it, or remove spacy_model and PERSON/LOCATION") from None
+        else:
+            from presidio_analyzer.nlp_engine import NoOpNlpEngine
+            nlp = NoOpNlpEngine(models=[{"lang_code": LANGUAGE, "model_name": "none"}])
+        registry = RecognizerRegistry(supported_languages=[LANGUAGE], global_regex_flags=ASCII_FLAGS)
+        for rec in build_recognizers(c.entities, LANGUAGE, c.phone_regions):
+            registry.add_recognizer(rec)
+        if c.spacy_model:
+            registry.add_recognizer(SpacyRecognizer(supported_language=LANGUAGE))
+        if c.recognizers_yaml:
+            registry.add_recognizers_from_yaml(c.recognizers_yaml)
+        self._analyzer = AnalyzerEngine(nlp_engine=nlp, registry=registry, supported_languages=[LANGUAGE])
+        self._anonymizer = AnonymizerEngine()
+        # one-time loads (tldextract's suffix list, phonenumbers' region metadata) happen here,
+        # not inside the first batch
+        self._analyzer.analyze(text=WARM_UP, language=LANGUAGE, entities=c.entities)
+        self._operators = {}
+        for e in c.entities:
+            p = c.policy_of(e)
+            if p == "tag":
+                self._operators[e] = OperatorConfig("replace", {"new_value": c.tags.get(e, TAGS.get(e, f"<{e}>"))})
+            elif p == "mask":
+                self._operators[e] = OperatorConfig("mask", {"masking_char": "*", "chars_to_mask": 10_000,
+                                                             "from_end": False})
+            elif p == "hash":
+                self._operators[e] = OperatorConfig("hash", {"hash_type": "sha256", "salt": c.hash_salt})
+        return self._analyzer, self._anonymizer
+
+    def triggers(self) -> list[tuple[str, list[str]]] | None:
+        """(regex, entity types it can reveal) for the active entities; None = no pre-scan."""
+        c: PiiConfig = self.config
+        if not c.prescan or c.spacy_model or (c.recognizers_yaml and not c.prescan_extra):
+            return None       # findings could be anywhere: analyze every document in full
+        if getattr(self, "_triggers", None) is None:
+            import regex
+
+            out = [(rx, [e for e in ents if e in c.entities]) for rx, ents in TRIGGERS]
+            out = [(rx, ents) for rx, ents in out if ents]
+            if c.prescan_extra:
+                out.append((c.prescan_extra, list(c.entities)))
+            self._triggers = [(regex.compile(rx), ents) for rx, ents in out]
+        return self._triggers
+
+    def prescan_pattern(self) -> str | None:
+        trig = self.triggers()
+        return None if trig is None else "|".join(f"(?:{rx.pattern})" for rx, _ in trig)
+
+    # -- finding ----------------------------------------------------------------------------
+    def find(self, text: str) -> list:
+        """Non-overlapping findings (what is counted): see :meth:`find_raw`."""
+        return self._resolve(self.find_raw(text))
+
+    def find_raw(self, text: str) -> list:
+        """presidio's findings on ``text`` (score >= min_score, overlaps included, as the anonymizer
+        expects them), computed on the windows around pre-scan hits with the recognizers those
+        hits call for; identical to analyzing the whole text with every recognizer."""
+        trig = self.triggers()
+        if trig is None:
+            return self._analyze(text, self.config.entities)
+        margins = {}                              # margin -> entities analyzed with it
+        for e in self.config.entities:
+            margins.setdefault(MARGIN.get(e, self.config.window), set()).add(e)
+        hits = [(m.start(), m.end(), set(ents)) for rx, ents in trig for m in rx.finditer(text)]
+        if not hits:
+            return []
+        found = []
+        for margin, group in sorted(margins.items()):
+            spans = sorted((max(0, s - margin), min(len(text), e + margin), ents & group)
+                           for s, e, ents in hits if ents & group)
+            windows = []                          # [start, end, entity set], merged
+            for s, e, ents in spans:
+                if windows and s <= windows[-1][1]:
+                    windows[-1][1] = max(windows[-1][1], e)
+                    windows[-1][2].update(ents)
+                else:
+                    windows.append([s, e, set(ents)])
+            for s, e, ents in windows:
+                results = self._analyze(text[s:e], sorted(ents))
+                if any((r.start == 0 and s > 0) or (r.end == e - s and e < len(text)) for r in results):
+                    # a finding touches the window's edge: decide this group on the whole document
+                    every = sorted(set().union(*(wn[2] for wn in windows)))
+                    found = [r for r in found if r.entity_type not in group] + self._analyze(text, every)
+                    break
+                for r in results:
+                    r.start += s
+                    r.end += s
+                    found.append(r)
+        return found
+
+    def _analyze(self, text: str, entities: list[str]) -> list:
+        analyzer, _ = self._engines()
+        return analyzer.analyze(text=text, language=LANGUAGE, entities=entities, score_threshold=self.config.min_score)
+
+    @staticmethod
+    def _resolve(results: list) -> list:
+        """Non-overlapping findings: the higher score wins, then the longer span, then the earlier."""
+        chosen = []
+        for r in sorted(results, key=lambda r: (-r.score, -(r.end - r.start), r.start, r.entity_type)):
+            if all(r.end <= o.start or r.start >= o.end for o in chosen):
+                chosen.append(r)
+        return sorted(chosen, key=lambda r: r.start)
+
+    # -- the stage ----------------------------------------------------------------------------
+    def process(self, table: pa.Table, stats: StageStats) -> StageResult:
+        c: PiiConfig = self.config
+        _, anonymizer = self._engines()
+        texts = table.column("text").to_pylist()
+        n = len(texts)
+        pattern = self.prescan_pattern()
+        if pattern is not None and n:
+            candidates = np.flatnonzero(pl.Series(texts, dtype=pl.String).str.contains(pattern).fill_null(False).to_numpy())
+        else:
+            candidates = np.arange(n)
+        stats.counters["docs_analyzed"] += len(candidates)
+        counts = {e: np.zeros(n, np.int64) for e in c.entities}
+        reason = np.full(n, None, dtype=object)
+        detail = np.full(n, None, dtype=object)
+        out = list(texts)
+        for i in candidates:
+            raw = self.find_raw(texts[i])
+            if not raw:
+                continue
+            found = self._resolve(raw)
+            drop = sorted({r.entity_type for r in found if c.policy_of(r.entity_type) == "drop"})
+            for r in found:
+                counts[r.entity_type][i] += 1
+                stats.counters[f"found_{r.entity_type}"] += 1
+            if drop:
+                reason[i], detail[i] = "pii.drop", f"contains {', '.join(drop)} (policy drop)"
+                continue
+            out[i] = anonymizer.anonymize(text=texts[i], analyzer_results=raw, operators=self._operators).text
+        table = table.set_column(table.schema.get_field_index("text"), "text", pa.array(out, pa.string()))
+        for e in c.entities:
+            table = table.append_column(count_column(e), pa.array(counts[e], pa.int64()))
+        return split(table, pa.array(reason, pa.string()), pa.array(detail, pa.string()), stats)

@@ -1,0 +1,196 @@
+"""presidio recognizers for corpusforge: Chinese identifiers, and CJK-safe builds of presidio's own.
+
+Every recognizer here is an ordinary presidio ``PatternRecognizer`` (or presidio's own class),
+so users add theirs the presidio way (a subclass, or a YAML file of patterns).
+
+CJK safety: presidio's patterns use ``\\b`` and ``\\w``, which in Unicode mode treat Chinese
+characters as word characters: ``邮箱john@example.com获取`` has no word boundary before ``j``
+and the email is missed, and ``电话13812345678`` hides the number. ``build_recognizers`` compiles
+every pattern recognizer with the ``regex.ASCII`` flag, so ``\\b``, ``\\w`` and ``\\d`` are ASCII
+and a CJK character is a boundary; the patterns written here use digit lookarounds
+(``(?<!\\d)``, ``(?!\\d)``) instead of ``\\b`` anyway.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import List, Optional
+
+import regex  # presidio's regex engine
+from presidio_analyzer import Pattern, PatternRecognizer, RecognizerResult
+from presidio_analyzer.predefined_recognizers import (CreditCardRecognizer, EmailRecognizer, IbanRecognizer,
+                                                      IpRecognizer, PhoneRecognizer, UrlRecognizer, UsSsnRecognizer)
+
+ASCII_FLAGS = regex.DOTALL | regex.MULTILINE | regex.IGNORECASE | regex.ASCII
+CN_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
+CN_ID_CHECK = "10X98765432"
+
+
+def luhn_ok(digits: str) -> bool:
+    d = [int(c) for c in digits if c.isdigit()]
+    if len(d) < 12:
+        return False
+    total = 0
+    for i, v in enumerate(reversed(d)):
+        if i % 2:
+            v *= 2
+            if v > 9:
+                v -= 9
+        total += v
+    return total % 10 == 0
+
+
+def cn_id_ok(number: str) -> bool:
+    """GB 11643-1999: ISO 7064 MOD 11-2 check character, and a real birth date."""
+    number = number.upper()
+    if len(number) != 18 or not number[:17].isdigit():
+        return False
+    if CN_ID_CHECK[sum(int(c) * w for c, w in zip(number[:17], CN_ID_WEIGHTS)) % 11] != number[17]:
+        return False
+    try:
+        born = _dt.date(int(number[6:10]), int(number[10:12]), int(number[12:14]))
+    except ValueError:
+        return False
+    return _dt.date(1880, 1, 1) <= born <= _dt.date.today()
+
+
+class CnMobileRecognizer(PatternRecognizer):
+    """Mainland mobile numbers: 1[3-9]x xxxx xxxx, with or without +86/86, spaces or dashes."""
+
+    PATTERNS = [Pattern("cn mobile", r"(?<![\d+])(?:\+?86[\s-]?)?1[3-9]\d(?:[\s-]?\d{4}){2}(?!\d)", 0.85)]
+
+    def __init__(self, supported_language: str = "xx", **kw):
+        super().__init__(supported_entity="CN_MOBILE", patterns=self.PATTERNS, supported_language=supported_language,
+                         global_regex_flags=ASCII_FLAGS, **kw)
+
+
+class CnLandlineRecognizer(PatternRecognizer):
+    """Landlines with an area code: 010-12345678, (0755) 1234 5678, 021 87654321, +86 10 12345678."""
+
+    PATTERNS = [
+        Pattern("cn landline", r"(?<![\d+])(?:\(0\d{2,3}\)|0(?:10|2\d|[3-9]\d{2}))[\s-]?\d{3,4}[\s-]?\d{4}(?!\d)", 0.6),
+        Pattern("cn landline intl", r"(?<![\d+])\+86[\s-]?(?:10|2\d|[3-9]\d{2})[\s-]?\d{3,4}[\s-]?\d{4}(?!\d)", 0.7),
+    ]
+
+    def __init__(self, supported_language: str = "xx", **kw):
+        super().__init__(supported_entity="CN_LANDLINE", patterns=self.PATTERNS, supported_language=supported_language,
+                         global_regex_flags=ASCII_FLAGS, **kw)
+
+
+class CnResidentIdRecognizer(PatternRecognizer):
+    """18-character resident identity numbers, validated by their MOD 11-2 check character and date."""
+
+    PATTERNS = [Pattern("cn resident id",
+                        r"(?<![0-9A-Za-z])[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx]"
+                        r"(?![0-9A-Za-z])", 0.5)]
+
+    def __init__(self, supported_language: str = "xx", **kw):
+        super().__init__(supported_entity="CN_RESIDENT_ID", patterns=self.PATTERNS,
+                         supported_language=supported_language, global_regex_flags=ASCII_FLAGS, **kw)
+
+    def validate_result(self, pattern_text: str) -> Optional[bool]:
+        return cn_id_ok(pattern_text)
+
+
+class CnBankCardRecognizer(PatternRecognizer):
+    """UnionPay bank cards (62..., 16-19 digits, optionally in groups of 4), Luhn-validated."""
+
+    PATTERNS = [Pattern("cn bank card", r"(?<!\d)62\d{2}(?:[\s-]?\d{4}){3}(?:[\s-]?\d{1,3})?(?!\d)", 0.5)]
+
+    def __init__(self, supported_language: str = "xx", **kw):
+        super().__init__(supported_entity="CN_BANK_CARD", patterns=self.PATTERNS, supported_language=supported_language,
+                         global_regex_flags=ASCII_FLAGS, **kw)
+
+    def validate_result(self, pattern_text: str) -> Optional[bool]:
+        return luhn_ok(pattern_text)
+
+
+class CnPassportRecognizer(PatternRecognizer):
+    """Passport numbers (E/G + 8 digits, E + letter + 7 digits, P/S/D + 7 digits). The shapes are
+    common in product codes, so a match counts only with a passport keyword (护照, passport) in the
+    ``window`` characters before it. presidio's context enhancer needs NLP tokens, which the
+    model-free engine does not produce, so the check is done here."""
+
+    PATTERNS = [Pattern("cn passport", r"(?<![0-9A-Za-z])(?:[EG]\d{8}|E[A-Z]\d{7}|[PSD]\d{7})(?![0-9A-Za-z])", 0.8)]
+    KEYWORDS = regex.compile(r"护照|passport|護照|旅行证件", regex.IGNORECASE)
+
+    def __init__(self, supported_language: str = "xx", window: int = 30, **kw):
+        super().__init__(supported_entity="CN_PASSPORT", patterns=self.PATTERNS, supported_language=supported_language,
+                         global_regex_flags=ASCII_FLAGS, **kw)
+        self.window = window
+
+    def analyze(self, text: str, entities: List[str], nlp_artifacts=None, regex_flags=None) -> List[RecognizerResult]:
+        results = super().analyze(text, entities, nlp_artifacts, regex_flags)
+        return [r for r in results if self.KEYWORDS.search(text, max(0, r.start - self.window), r.start)]
+
+
+class CjkSafeUrlRecognizer(UrlRecognizer):
+    """presidio's URL recognizer, with matches cut at the first non-ASCII character and without
+    trailing sentence punctuation (``www.example.cn/path今天`` -> ``www.example.cn/path``)."""
+
+    TRIM = ".,;:!?)]}'\""
+
+    def analyze(self, text: str, entities: List[str], nlp_artifacts=None, regex_flags=None) -> List[RecognizerResult]:
+        out = []
+        for r in super().analyze(text, entities, nlp_artifacts, regex_flags):
+            span = text[r.start:r.end]
+            cut = next((i for i, ch in enumerate(span) if ord(ch) > 127), len(span))
+            span = span[:cut].rstrip(self.TRIM)
+            if len(span) >= 4:
+                r.end = r.start + len(span)
+                out.append(r)
+        return out
+
+
+def _phone_punctuation() -> str:
+    """The characters phonenumbers' matcher accepts between digit blocks, as a regex class body."""
+    try:
+        from phonenumbers.phonenumberutil import _VALID_PUNCTUATION as chars
+    except ImportError:   # fall back to "anything but letters and digits": still a superset
+        return r"[^\p{L}\d\n]"
+    return "[" + "".join("\\" + c if c in "[]\\^-" else c for c in chars.replace("\\", "")) + "]"
+
+
+PHONE_PUNCT = _phone_punctuation()
+PHONE_MAIN = regex.compile(r"\d(?:" + PHONE_PUNCT + r"{0,4}\d)*")
+
+
+class PhoneMin7Recognizer(PhoneRecognizer):
+    """presidio's phone recognizer (phonenumbers, international formats), keeping numbers whose
+    main part (before any extension) has at least 7 digits: the matcher also accepts short
+    regional numbers, which in running text are years, amounts and counts (``169.3万元``,
+    ``（1686年）``)."""
+
+    def analyze(self, text: str, entities: List[str], nlp_artifacts=None, regex_flags=None) -> List[RecognizerResult]:
+        out = []
+        for r in super().analyze(text, entities, nlp_artifacts):
+            main = PHONE_MAIN.search(text, r.start, r.end)
+            if main and sum(ch.isdigit() for ch in main.group()) >= 7:
+                out.append(r)
+        return out
+
+
+PRESIDIO = {
+    "EMAIL_ADDRESS": EmailRecognizer, "CREDIT_CARD": CreditCardRecognizer, "IBAN_CODE": IbanRecognizer,
+    "IP_ADDRESS": IpRecognizer, "URL": CjkSafeUrlRecognizer, "US_SSN": UsSsnRecognizer,
+}
+CHINESE = {
+    "CN_MOBILE": CnMobileRecognizer, "CN_LANDLINE": CnLandlineRecognizer, "CN_RESIDENT_ID": CnResidentIdRecognizer,
+    "CN_BANK_CARD": CnBankCardRecognizer, "CN_PASSPORT": CnPassportRecognizer,
+}
+ALL_ENTITIES = [*PRESIDIO, "PHONE_NUMBER", *CHINESE]
+
+
+def build_recognizers(entities: list[str], language: str, phone_regions: list[str]) -> list:
+    """The recognizers for ``entities``, compiled ASCII-safe."""
+    out = []
+    for name in entities:
+        if name == "PHONE_NUMBER":
+            out.append(PhoneMin7Recognizer(supported_language=language, supported_regions=phone_regions))
+        elif name in PRESIDIO:
+            rec = PRESIDIO[name](supported_language=language)
+            rec.global_regex_flags = ASCII_FLAGS
+            out.append(rec)
+        elif name in CHINESE:
+            out.append(CHINESE[name](supported_language=language))
+    return out
