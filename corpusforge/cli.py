@@ -190,6 +190,16 @@ def cmd_train_classifier(args) -> int:
     return EXIT_OK
 
 
+def cmd_train_tokenizer(args) -> int:
+    from corpusforge.text.tokenize import EOS, PAD, train_for_dataset
+
+    specials = tuple(args.special_tokens) if args.special_tokens else (EOS, PAD)
+    path = train_for_dataset(args.dataset, out=args.out, model=args.model, vocab_size=args.vocab_size,
+                             special_tokens=specials, min_frequency=args.min_frequency)
+    out.print(f"{args.model} tokenizer, vocabulary {args.vocab_size:,}, special tokens {list(specials)} -> {path}")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="corpusforge", description="Prepare pretraining data as sharded Parquet.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -220,6 +230,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--text-field", default="text", help="field holding the text in JSONL inputs")
     c.add_argument("--seed", type=int, default=0)
     c.set_defaults(fn=cmd_train_classifier)
+    t = sub.add_parser("train-tokenizer", help="train a byte-level tokenizer on a text dataset")
+    t.add_argument("dataset", help="a text dataset folder (its manifest names the tokenizer afterwards)")
+    t.add_argument("--model", choices=["bpe", "unigram", "wordpiece"], default="bpe")
+    t.add_argument("--vocab-size", type=int, default=32_000)
+    t.add_argument("--min-frequency", type=int, default=2)
+    t.add_argument("--special-tokens", nargs="+", help="default: <|endoftext|> <|pad|> (document end, padding)")
+    t.add_argument("--out", help="tokenizer file (default: <dataset>/tokenizer.json)")
+    t.set_defaults(fn=cmd_train_tokenizer)
     return p
 
 

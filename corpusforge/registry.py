@@ -14,6 +14,7 @@ STAGES: dict[str, str] = {
     "text.quality": "corpusforge.text.quality:Quality",
     "text.quality_classifier": "corpusforge.text.classifier:QualityClassifier",
     "text.pii": "corpusforge.text.pii:Pii",
+    "text.tokenize": "corpusforge.text.tokenize:Tokenize",
     "text.near_dedup": "corpusforge.text.near_dedup:NearDedup",
     "text.partial_dedup": "corpusforge.text.partial_dedup:PartialDedup",
     "text.line_dedup": "corpusforge.text.line_dedup:LineDedup",
@@ -25,6 +26,7 @@ READERS: dict[str, str] = {
     "parquet": "corpusforge.io.readers.parquet:ParquetReader",
     "images": "corpusforge.io.readers.images:ImageFolderReader",
     "pointcloud": "corpusforge.io.readers.pointcloud:PointCloudReader",
+    "dataset": "corpusforge.io.readers.dataset:DatasetReader",
 }
 
 

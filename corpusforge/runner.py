@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from corpusforge import __version__, schemas
 from corpusforge.config import PipelineConfig, from_dict
 from corpusforge.errors import AccountingError, CorpusforgeError
-from corpusforge.io.atomic import commit, temp_path, write_json
+from corpusforge.io.atomic import commit, temp_path, write_bytes, write_json
 from corpusforge.io.dataset import build_manifest, write_manifest
 from corpusforge.io.readers.base import Reader, file_size
 from corpusforge.io.writer import ShardInfo, ShardWriter
@@ -448,8 +448,17 @@ def finalize(plan: Plan, results: list[list[UnitResult]], wall_seconds: float = 
         "seed": plan.config.seed,
     }
     sources = _source_counts(plan.out, kept_shards)
+    artifacts = {}
+    for stage in plan.stages:
+        for key, path in stage.artifacts().items():
+            path = path if path.is_absolute() else plan.base / path
+            if not path.exists():
+                raise CorpusforgeError(f"stage {stage.name}: artifact {key} {path} does not exist")
+            write_bytes(plan.out / path.name, path.read_bytes())
+            artifacts[key] = path.name
     kept_manifest = build_manifest(schema=plan.record_schema, target=plan.kept_schema, shards=kept_shards,
-                                   dataset="kept", config_hash=plan.config_hash, lineage=lineage, sources=sources)
+                                   dataset="kept", config_hash=plan.config_hash, lineage=lineage, sources=sources,
+                                   artifacts=artifacts)
     rej_manifest = build_manifest(schema=plan.record_schema, target=plan.rejected_schema, shards=rejected_shards,
                                   dataset="rejected", config_hash=plan.config_hash, lineage=lineage,
                                   sources=_source_counts(plan.rejected_dir, rejected_shards))
@@ -463,19 +472,21 @@ def finalize(plan: Plan, results: list[list[UnitResult]], wall_seconds: float = 
 
 
 def _source_counts(directory: Path, shards: list[ShardInfo]) -> dict:
-    counts: Counter = Counter()
+    """Rows per source, and tokens per source where the shards carry ``n_tokens``."""
+    import polars as pl
+
+    totals: dict[str, dict] = {}
     for s in shards:
-        col = pq.read_table(directory / s.path, columns=["source"]).column("source")
-        for value, n in zip(*_vc(col)):
-            counts[value] += n
-    return {k: {"rows": v} for k, v in sorted(counts.items())}
-
-
-def _vc(col):
-    import pyarrow.compute as pc
-
-    vc = pc.value_counts(col)
-    return vc.field("values").to_pylist(), vc.field("counts").to_pylist()
+        names = pq.read_schema(directory / s.path).names
+        cols = ["source"] + (["n_tokens"] if "n_tokens" in names else [])
+        df = pl.read_parquet(directory / s.path, columns=cols)
+        aggs = [pl.len().alias("rows")] + ([pl.col("n_tokens").sum().alias("tokens")] if "n_tokens" in cols else [])
+        for row in df.group_by("source").agg(aggs).iter_rows(named=True):
+            entry = totals.setdefault(row["source"], {"rows": 0})
+            entry["rows"] += row["rows"]
+            if row.get("tokens"):
+                entry["tokens"] = entry.get("tokens", 0) + int(row["tokens"])
+    return dict(sorted(totals.items()))
 
 
 def merge_stats(plan: Plan, results: list[list[UnitResult]]) -> dict:

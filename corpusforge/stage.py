@@ -103,6 +103,11 @@ class Stage:
         """Extension columns (score_*, tag_*, count_*) this stage adds to every row."""
         return {}
 
+    def artifacts(self) -> dict[str, Path]:
+        """Files the output dataset needs (a tokenizer, ...): the runner copies them beside the
+        shards and names them in the manifest's ``artifacts``."""
+        return {}
+
     def process(self, table: pa.Table, stats: StageStats) -> StageResult:  # pragma: no cover - interface
         raise NotImplementedError
 

@@ -1,0 +1,183 @@
+"""Tokenizers: training (``corpusforge train-tokenizer``) and the ``text.tokenize`` stage.
+
+Tokenizers are byte-level (GPT-2 style): text is UTF-8 bytes mapped to printable symbols before
+the model sees it, so every script, emoji and control character round-trips exactly:
+``decode(encode(text)) == text``. No Unicode normalizer runs inside the tokenizer (normalization
+is the pipeline's ``text.normalize`` stage, visible and configurable).
+
+* ``bpe`` (default): byte-level BPE.
+* ``unigram``: SentencePiece-style unigram LM over the same byte-level symbols.
+* ``wordpiece``: WordPiece over byte-level symbols; continuation pieces carry the prefix
+  U+2581 (never a byte-level symbol), which the decoder removes, and every byte symbol is in
+  the vocabulary in both positions (up to 256 extra entries), so it round-trips too.
+
+The ``text.tokenize`` stage encodes with ``encode_batch_fast`` (no offsets: the trainer needs
+ids only), appends the document-end token, and writes ``token_ids`` (list<uint32>) and
+``n_tokens``. The tokenizer file is copied into the output dataset and named in its manifest
+(``artifacts.tokenizer``); the manifest's ``sources`` then hold tokens per source.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pyarrow as pa
+from pydantic import Field
+
+from corpusforge.errors import ConfigError
+from corpusforge.stage import Stage, StageConfig, StageResult, StageStats, split
+
+EOS = "<|endoftext|>"
+PAD = "<|pad|>"
+WORDPIECE_PREFIX = "\u2581"
+MAX_WORD = 1 << 30   # WordPiece maps longer "words" to [UNK] (default 100): never
+
+
+def build(model: str, vocab_size: int, special_tokens: list[str], min_frequency: int = 2):
+    """An untrained byte-level tokenizer and its trainer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    if model == "bpe":
+        tok = Tokenizer(models.BPE())
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                      special_tokens=special_tokens, initial_alphabet=alphabet, show_progress=False)
+        tok.decoder = decoders.ByteLevel()
+    elif model == "unigram":
+        tok = Tokenizer(models.Unigram())
+        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=special_tokens,
+                                          initial_alphabet=alphabet, unk_token=None, show_progress=False)
+        tok.decoder = decoders.ByteLevel()
+    elif model == "wordpiece":
+        tok = Tokenizer(models.WordPiece(unk_token="[UNK]", continuing_subword_prefix=WORDPIECE_PREFIX,
+                                         max_input_chars_per_word=MAX_WORD))
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                            special_tokens=special_tokens + ["[UNK]"], initial_alphabet=alphabet,
+                                            continuing_subword_prefix=WORDPIECE_PREFIX, show_progress=False)
+        tok.decoder = decoders.Sequence([decoders.Replace(WORDPIECE_PREFIX, ""), decoders.ByteLevel()])
+    else:
+        raise ConfigError(f"tokenizer model {model!r}: expected bpe, unigram or wordpiece")
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    return tok, trainer
+
+
+def train(texts: Iterable[str], *, model: str = "bpe", vocab_size: int = 32_000,
+          special_tokens: tuple[str, ...] = (EOS, PAD), min_frequency: int = 2, length: int | None = None):
+    tok, trainer = build(model, vocab_size, list(special_tokens), min_frequency)
+    tok.train_from_iterator(texts, trainer=trainer, length=length)
+    if model == "wordpiece":
+        _complete_wordpiece(tok)
+    return tok
+
+
+def _complete_wordpiece(tok) -> None:
+    """Give WordPiece every byte symbol in both positions (word start and continuation), so
+    no input ever becomes [UNK]: the vocabulary grows by at most 256 entries."""
+    from tokenizers import models, pre_tokenizers
+
+    vocab = tok.get_vocab()
+    for ch in pre_tokenizers.ByteLevel.alphabet():
+        for piece in (ch, WORDPIECE_PREFIX + ch):
+            if piece not in vocab:
+                vocab[piece] = len(vocab)
+    tok.model = models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix=WORDPIECE_PREFIX, show_progress=False)
+
+
+def train_for_dataset(dataset_dir: str | Path, *, out: str | Path | None = None, **kw) -> Path:
+    """Train on a dataset's ``text`` column (streamed), save the tokenizer beside the dataset
+    (or at ``out``) and name it in the dataset's manifest."""
+    from corpusforge.io.dataset import MANIFEST, Dataset, write_manifest
+
+    ds = Dataset.open(dataset_dir)
+    if ds.schema_name != "text":
+        raise ConfigError(f"{dataset_dir}: a {ds.schema_name} dataset has no text to train a tokenizer on")
+
+    def texts():
+        for batch in ds.iter_batches(columns=["text"], batch_size=8192):
+            yield from batch.column(0).to_pylist()
+
+    tok = train(texts(), length=ds.num_rows, **kw)
+    path = Path(out) if out else ds.root / "tokenizer.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tok.save(str(path))
+    if path.resolve().parent == ds.root.resolve():
+        manifest = json.loads((ds.root / MANIFEST).read_text())
+        manifest.setdefault("artifacts", {})["tokenizer"] = path.name
+        write_manifest(ds.root, manifest)
+    return path
+
+
+class TokenizeConfig(StageConfig):
+    tokenizer: str = Field(description="tokenizer.json from `corpusforge train-tokenizer` (or any `tokenizers` file).")
+    eos_token: str | None = Field(EOS, description="Appended to every document (null: none).")
+    max_tokens: int | None = Field(None, gt=0, description="Reject documents longer than this many tokens.")
+
+
+class Tokenize(Stage):
+    name = "text.tokenize"
+    kinds = ("text",)
+    Config = TokenizeConfig
+
+    def output_columns(self) -> dict[str, pa.DataType]:
+        return {}          # token_ids and n_tokens are fields of the text schema
+
+    def artifacts(self) -> dict[str, Path]:
+        return {"tokenizer": Path(self.config.tokenizer)}
+
+    def _load(self):
+        if getattr(self, "_tok", None) is None:
+            from tokenizers import Tokenizer
+
+            try:
+                self._tok = Tokenizer.from_file(self.config.tokenizer)
+            except Exception as exc:  # noqa: BLE001 - tokenizers raises plain Exception
+                raise ConfigError(f"text.tokenize: cannot load tokenizer {self.config.tokenizer!r}: {exc}") from None
+            self._eos = None
+            if self.config.eos_token is not None:
+                self._eos = self._tok.token_to_id(self.config.eos_token)
+                if self._eos is None:
+                    raise ConfigError(f"text.tokenize: {self.config.eos_token!r} is not in the tokenizer's vocabulary "
+                                      f"(set eos_token to one of its special tokens, or null)")
+        return self._tok
+
+    def process(self, table: pa.Table, stats: StageStats) -> StageResult:
+        tok = self._load()
+        texts = table.column("text").to_pylist()
+        encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
+        encodings = encode(texts, add_special_tokens=False)
+        token_ids = ids_to_arrow([e.ids for e in encodings], self._eos)
+        n_tokens = pa.array(np.diff(token_ids.offsets.to_numpy()), pa.int64())
+        table = table.set_column(table.schema.get_field_index("token_ids"), "token_ids", token_ids)
+        table = table.set_column(table.schema.get_field_index("n_tokens"), "n_tokens", n_tokens)
+        stats.counters["tokens"] += int(pa.compute.sum(n_tokens).as_py() or 0)
+        reason = detail = None
+        if self.config.max_tokens:
+            too_long = pa.compute.greater(n_tokens, self.config.max_tokens)
+            reason = pa.compute.if_else(too_long, "too_many_tokens", pa.scalar(None, pa.string()))
+            detail = pa.compute.if_else(too_long, pa.compute.binary_join_element_wise(
+                pa.compute.cast(n_tokens, pa.string()), pa.scalar(f"> max_tokens {self.config.max_tokens}"), " "),
+                pa.scalar(None, pa.string()))
+        else:
+            reason = pa.nulls(table.num_rows, pa.string())
+        return split(table, reason, detail, stats)
+
+
+def ids_to_arrow(ids: list[list[int]], eos: int | None) -> pa.ListArray:
+    """list<uint32> from Python lists of ids (with ``eos`` appended), built from one flat
+    numpy array: no per-element Python objects in Arrow's converter."""
+    from itertools import chain
+
+    extra = 0 if eos is None else 1
+    lengths = np.fromiter((len(x) + extra for x in ids), dtype=np.int64, count=len(ids))
+    offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if eos is None:
+        flat = np.fromiter(chain.from_iterable(ids), dtype=np.uint32, count=int(offsets[-1]))
+    else:
+        flat = np.fromiter(chain.from_iterable(x + [eos] for x in ids), dtype=np.uint32, count=int(offsets[-1]))
+    if offsets[-1] < 2**31:
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat))
+    raise ValueError("more than 2**31 tokens in one batch: lower batch_rows")
