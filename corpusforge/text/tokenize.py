@@ -83,7 +83,8 @@ def _complete_wordpiece(tok) -> None:
         for piece in (ch, WORDPIECE_PREFIX + ch):
             if piece not in vocab:
                 vocab[piece] = len(vocab)
-    tok.model = models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix=WORDPIECE_PREFIX, show_progress=False)
+    tok.model = models.WordPiece(vocab=vocab, unk_token="[UNK]", continuing_subword_prefix=WORDPIECE_PREFIX,
+                                 max_input_chars_per_word=MAX_WORD)
 
 
 def train_for_dataset(dataset_dir: str | Path, *, out: str | Path | None = None, **kw) -> Path:
