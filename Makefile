@@ -43,6 +43,8 @@ demo: $(STAMP)
 		--text-field content --negative data_samples/text/junk_for_classifier.txt \
 		--out out/demo/quality_model.npz --min-chars 10 --log2-dims 16
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_text.yaml
+	$(VENV)/bin/corpusforge train-tokenizer out/demo/text --vocab-size 4000
+	$(VENV)/bin/corpusforge run data_samples/configs/demo_tokenize.yaml -q
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_images.yaml -q
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_pointclouds.yaml -q
 	$(VENV)/bin/corpusforge validate out/demo/text
@@ -50,6 +52,7 @@ demo: $(STAMP)
 	@echo
 	@echo "Demo output:"
 	@echo "  text:         out/demo/text/manifest.json   (rejected rows: out/demo/text/rejected/, stats: out/demo/text/stats.json)"
+	@echo "  tokens:       out/demo/tokens/manifest.json (tokenizer: out/demo/tokens/tokenizer.json)"
 	@echo "  images:       out/demo/images/manifest.json"
 	@echo "  point clouds: out/demo/pointclouds/manifest.json"
 

@@ -15,6 +15,7 @@ STAGES: dict[str, str] = {
     "text.quality_classifier": "corpusforge.text.classifier:QualityClassifier",
     "text.pii": "corpusforge.text.pii:Pii",
     "text.tokenize": "corpusforge.text.tokenize:Tokenize",
+    "text.augment": "corpusforge.text.augment:Augment",
     "text.near_dedup": "corpusforge.text.near_dedup:NearDedup",
     "text.partial_dedup": "corpusforge.text.partial_dedup:PartialDedup",
     "text.line_dedup": "corpusforge.text.line_dedup:LineDedup",

@@ -86,9 +86,20 @@ JUNK_ZH = ["点击这里购买{0}最低价格{0}优惠{0}免费送货", "首页 
 JUNK_WORDS = ["shoes", "phone", "watch", "laptop", "bags", "手机", "电脑", "鞋子", "手表"]
 
 
+def _contact(rng: random.Random, zh: bool) -> str:
+    """A made-up contact line in a valid format (for the PII stage to scrub)."""
+    d = lambda n: "".join(rng.choice("0123456789") for _ in range(n))  # noqa: E731
+    if zh:
+        return rng.choice([f"联系电话：1{rng.choice('3589')}{d(9)}。", f"咨询热线010-6{d(7)}。",
+                           f"邮箱：service{d(3)}@example.cn，欢迎来信。"])
+    return rng.choice([f"Contact: press{d(3)}@example.org or +1 (415) 555-{d(4)}.",
+                       f"Call our office on +44 20 7946 {d(4)} for details."])
+
+
 def make_text(out: Path, rng: random.Random) -> None:
     out.mkdir(parents=True, exist_ok=True)
     en = [_doc(rng, False, 3, 6) for _ in range(160)]
+    en = [d + "\n\n" + _contact(rng, False) if i % 8 == 0 else d for i, d in enumerate(en)]   # PII to scrub
     en = [d + "\n\n" + "\n".join(FOOTERS) if i % 3 else d for i, d in enumerate(en)]   # site boilerplate
     en += en[:8]                                                  # exact duplicates
     en += [d.replace("the", "the the", 1) + " Minor edit." for d in en[8:14]]   # near duplicates
@@ -102,6 +113,7 @@ def make_text(out: Path, rng: random.Random) -> None:
     with open(out / "web_en.jsonl", "ab") as f:
         f.write(b'{"text": "bad byte \xff in the middle"}\n')          # invalid UTF-8
     zh = [_doc(rng, True, 3, 6) for _ in range(100)]
+    zh = [d + _contact(rng, True) if i % 6 == 0 else d for i, d in enumerate(zh)]
     zh += zh[:5]
     rng.shuffle(zh)
     with gzip.GzipFile(out / "news_zh.jsonl.gz", "wb", mtime=0) as f:

@@ -187,17 +187,18 @@ def test_demo_text_config_runs(tmp_path, monkeypatch):
                 "--text-field", "content", "--negative", "data_samples/text/junk_for_classifier.txt",
                 "--out", str(tmp_path / "q.npz"), "--min-chars", "10", "--log2-dims", "16"]) == 0
     cfg = load_config(SAMPLES / "configs" / "demo_text.yaml",
-                      {"output.path": str(tmp_path / "demo"), "stages.4.model": str(tmp_path / "q.npz")})
+                      {"output.path": str(tmp_path / "demo"), "stages.5.model": str(tmp_path / "q.npz")})
     s = runner.run(cfg)
     t = s.stats["totals"]
     assert t["accounting_ok"] and t["kept"] > 200
     read = s.stats["read"]["rejected_by_reason"]
     assert read["invalid_json"] == 1 and read["invalid_utf8"] == 2 and read["empty_file"] == 1
     stages = s.stats["stages"]
-    assert stages["02:text.line_dedup"]["counters"]["lines_removed"] > 100        # site footers
-    assert stages["03:text.quality"]["rejected"] >= 5                              # the junk pages
-    assert stages["05:text.exact_dedup"]["rejected"] >= 10
-    assert stages["06:text.near_dedup"]["rejected"] >= 5
-    assert stages["07:text.partial_dedup"]["rejected_by_reason"] == {"partial_copy": 1}
+    assert stages["03:text.line_dedup"]["counters"]["lines_removed"] > 100        # site footers
+    assert stages["02:text.pii"]["counters"]["found_EMAIL_ADDRESS"] > 0 and stages["02:text.pii"]["counters"]["found_CN_MOBILE"] > 0
+    assert stages["04:text.quality"]["rejected"] >= 5                              # the junk pages
+    assert stages["06:text.exact_dedup"]["rejected"] >= 10
+    assert stages["07:text.near_dedup"]["rejected"] >= 5
+    assert stages["08:text.partial_dedup"]["rejected_by_reason"] == {"partial_copy": 1}
     m = Dataset.open(tmp_path / "demo").manifest
     assert set(m["sources"]) == {"web", "news", "books"}
