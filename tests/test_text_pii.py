@@ -128,15 +128,17 @@ def test_missing_spacy_model_is_a_clear_error():
         scrub(stage, ["John Smith lives in Paris"])
 
 
-def test_windows_give_exactly_presidios_findings(pii):
+@pytest.mark.parametrize("config", ["default", "with_urls"])
+def test_windows_give_exactly_presidios_findings(config):
     """The pre-scan + windows path equals presidio with every recognizer on the whole document."""
-    from bench_pii import corpora
+    from bench_pii import CONFIGS, corpora
 
     shared("text", "clue_corpus_small_sample.zh.txt")
+    pii = Pii(Pii.Config(**list(CONFIGS.values())[0 if config == "default" else 1]))
     analyzer, _ = pii._engines()
     rng = random.Random(0)
     for docs in corpora(seed=3).values():
-        for d in rng.sample(docs, 300):
+        for d in rng.sample(docs, 300) + ["see vpa2...an and x.com，www.例子.cn/路径 then 'http://a.org/x'"]:
             full = analyzer.analyze(text=d, language="xx", entities=pii.config.entities,
                                     score_threshold=pii.config.min_score)
             assert {(r.entity_type, r.start, r.end) for r in Pii._resolve(full)} == \

@@ -17,8 +17,9 @@ Speed without changing what is found:
    SSN, Chinese numbers), a dotted quad or ``x:y:z`` (IP), a scheme or dotted host (URL). Only
    documents with a trigger go to presidio.
 2. Windows: presidio runs on the text around the triggers, with only the recognizers the
-   triggers call for and only as much context as each needs (3 characters for phone numbers, 48
-   for the other numbers and IPs, ``window`` for email and URL). A finding that touches a window edge is
+   triggers call for and only as much context as each needs: 3 characters for phone numbers, 48
+   for the other numbers, and for emails, URLs and IPs the run of non-space ASCII characters
+   around the trigger (at most ``window`` either side). A finding that touches a window edge is
    re-checked on the whole document, so findings equal those of presidio with every
    recognizer on the whole document (``bench/bench_pii.py`` and the tests check it).
 User recognizers (``recognizers_yaml``) have unknown shapes: with them the pre-scan is off unless
@@ -63,14 +64,20 @@ TRIGGERS = [
     (r"\d(?:" + PHONE_PUNCT + r"{0,4}\d){6,}", ["PHONE_NUMBER"]),
     (r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}", ["IP_ADDRESS", "URL"]),
     (r"[0-9A-Fa-f]*:[0-9A-Fa-f]*:[0-9A-Fa-f]", ["IP_ADDRESS"]),
-    (r"(?i)https?://|www\.|[a-z0-9-]\.[a-z]{2,}", ["URL", "EMAIL_ADDRESS"]),
+    # every presidio URL match has "." + a top-level domain of 2+ letters
+    (r"(?i)\.[a-z]{2}", ["URL", "EMAIL_ADDRESS"]),
 ]
 # Context each entity needs around its trigger. phonenumbers looks only at the characters next to
 # a number (and is the one expensive recognizer, so its windows are kept tight); an IBAN starts
 # up to ~10 characters before its first long digit run and a passport needs its keyword within 30
 # characters; emails and URLs can be long (``window`` in the config). Entities with the same
 # margin are analyzed in one presidio call.
-MARGIN = {"PHONE_NUMBER": 3, **{e: 48 for e in DIGITS + ["IP_ADDRESS"]}}
+MARGIN = {"PHONE_NUMBER": 3, **{e: 48 for e in DIGITS}}
+# Emails, URLs and IPs contain no whitespace and (ASCII-safe patterns) no non-ASCII character: a
+# match lies inside the run of non-space ASCII characters around its trigger, plus the quote or
+# bracket next to it.
+ASCII_RUN = {"EMAIL_ADDRESS", "URL", "IP_ADDRESS"}
+RUN_MARGIN = 3
 
 
 class PiiConfig(StageConfig):
@@ -109,6 +116,17 @@ class PiiConfig(StageConfig):
 
     def policy_of(self, entity: str) -> str:
         return self.policy.get(entity, self.policy.get("default", "tag"))
+
+
+def _ascii_run(text: str, start: int, end: int, cap: int) -> tuple[int, int]:
+    """The run of non-space ASCII characters around text[start:end], plus RUN_MARGIN, at most
+    ``cap`` characters either side."""
+    lo, hi = start, end
+    while lo > max(0, start - cap) and text[lo - 1] < "\x80" and not text[lo - 1].isspace():
+        lo -= 1
+    while hi < min(len(text), end + cap) and text[hi] < "\x80" and not text[hi].isspace():
+        hi += 1
+    return max(0, lo - RUN_MARGIN), min(len(text), hi + RUN_MARGIN)
 
 
 def count_column(entity: str) -> str:
@@ -203,14 +221,18 @@ class Pii(Stage):
             return self._analyze(text, self.config.entities)
         margins = {}                              # margin -> entities analyzed with it
         for e in self.config.entities:
-            margins.setdefault(MARGIN.get(e, self.config.window), set()).add(e)
+            margins.setdefault("run" if e in ASCII_RUN else MARGIN.get(e, self.config.window), set()).add(e)
         hits = [(m.start(), m.end(), set(ents)) for rx, ents in trig for m in rx.finditer(text)]
         if not hits:
             return []
         found = []
-        for margin, group in sorted(margins.items()):
-            spans = sorted((max(0, s - margin), min(len(text), e + margin), ents & group)
-                           for s, e, ents in hits if ents & group)
+        for margin, group in sorted(margins.items(), key=lambda kv: str(kv[0])):
+            if margin == "run":
+                spans = sorted((*_ascii_run(text, s, e, self.config.window), ents & group)
+                               for s, e, ents in hits if ents & group)
+            else:
+                spans = sorted((max(0, s - margin), min(len(text), e + margin), ents & group)
+                               for s, e, ents in hits if ents & group)
             windows = []                          # [start, end, entity set], merged
             for s, e, ents in spans:
                 if windows and s <= windows[-1][1]:
