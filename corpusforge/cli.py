@@ -196,7 +196,10 @@ def cmd_train_tokenizer(args) -> int:
     specials = tuple(args.special_tokens) if args.special_tokens else (EOS, PAD)
     path = train_for_dataset(args.dataset, out=args.out, model=args.model, vocab_size=args.vocab_size,
                              special_tokens=specials, min_frequency=args.min_frequency)
-    out.print(f"{args.model} tokenizer, vocabulary {args.vocab_size:,}, special tokens {list(specials)} -> {path}")
+    from tokenizers import Tokenizer
+
+    size = Tokenizer.from_file(str(path)).get_vocab_size()
+    out.print(f"{args.model} tokenizer, vocabulary {size:,}, special tokens {list(specials)} -> {path}")
     return EXIT_OK
 
 
@@ -232,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(fn=cmd_train_classifier)
     t = sub.add_parser("train-tokenizer", help="train a byte-level tokenizer on a text dataset")
     t.add_argument("dataset", help="a text dataset folder (its manifest names the tokenizer afterwards)")
-    t.add_argument("--model", choices=["bpe", "unigram", "wordpiece"], default="bpe")
+    t.add_argument("--model", choices=["bpe", "unigram", "wordpiece", "char"], default="bpe")
     t.add_argument("--vocab-size", type=int, default=32_000)
     t.add_argument("--min-frequency", type=int, default=2)
     t.add_argument("--special-tokens", nargs="+", help="default: <|endoftext|> <|pad|> (document end, padding)")

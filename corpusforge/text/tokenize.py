@@ -7,6 +7,8 @@ is the pipeline's ``text.normalize`` stage, visible and configurable).
 
 * ``bpe`` (default): byte-level BPE.
 * ``unigram``: SentencePiece-style unigram LM over the same byte-level symbols.
+* ``char``: one token per character of the training text (not byte-level: unseen characters
+  become [UNK]); for character-level models such as nanoGPT's Shakespeare.
 * ``wordpiece``: WordPiece over byte-level symbols; continuation pieces carry the prefix
   U+2581 (never a byte-level symbol), which the decoder removes, and every byte symbol is in
   the vocabulary in both positions (up to 256 extra entries), so it round-trips too.
@@ -38,7 +40,7 @@ MAX_WORD = 1 << 30   # WordPiece maps longer "words" to [UNK] (default 100): nev
 
 def build(model: str, vocab_size: int, special_tokens: list[str], min_frequency: int = 2):
     """An untrained byte-level tokenizer and its trainer."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     if model == "bpe":
@@ -51,6 +53,15 @@ def build(model: str, vocab_size: int, special_tokens: list[str], min_frequency:
         trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=special_tokens,
                                           initial_alphabet=alphabet, unk_token=None, show_progress=False)
         tok.decoder = decoders.ByteLevel()
+    elif model == "char":
+        # one token per character seen in training (nanoGPT's char-level Shakespeare); characters
+        # never seen map to [UNK], so this one round-trips only text over the training alphabet
+        tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+        trainer = trainers.WordLevelTrainer(vocab_size=1 << 24, min_frequency=1,
+                                            special_tokens=special_tokens + ["[UNK]"], show_progress=False)
+        tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+        tok.decoder = decoders.Fuse()
+        return tok, trainer
     elif model == "wordpiece":
         tok = Tokenizer(models.WordPiece(unk_token="[UNK]", continuing_subword_prefix=WORDPIECE_PREFIX,
                                          max_input_chars_per_word=MAX_WORD))
@@ -59,7 +70,7 @@ def build(model: str, vocab_size: int, special_tokens: list[str], min_frequency:
                                             continuing_subword_prefix=WORDPIECE_PREFIX, show_progress=False)
         tok.decoder = decoders.Sequence([decoders.Replace(WORDPIECE_PREFIX, ""), decoders.ByteLevel()])
     else:
-        raise ConfigError(f"tokenizer model {model!r}: expected bpe, unigram or wordpiece")
+        raise ConfigError(f"tokenizer model {model!r}: expected bpe, unigram, wordpiece or char")
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     return tok, trainer
 

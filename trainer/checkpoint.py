@@ -1,0 +1,83 @@
+"""Checkpoints with ``torch.distributed.checkpoint`` (DCP).
+
+``<out_dir>/checkpoints/step_NNNNNN/``: the model and optimizer through DCP (each rank writes
+its own shards: DDP, FSDP, TP and pipeline stages alike; ``get_state_dict`` turns them into
+the same keys as the plain model), plus ``rank{r}.pt`` with what is per-rank state: the step,
+the LR scheduler, the data loader's position and every RNG. ZeRO-1's optimizer is consolidated
+to rank 0 and saved whole. ``latest`` names the last complete checkpoint and is written last,
+so a run killed while saving resumes from the previous one.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+
+def _rng_state() -> dict:
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+
+
+def _barrier():
+    if torch.distributed.is_initialized():
+        torch.distributed.barrier()
+
+
+def save(out_dir: Path, step: int, model, optimizer, scheduler, loader, rank: int, zero1: bool) -> Path:
+    root = Path(out_dir) / "checkpoints"
+    path = root / f"step_{step:06d}"
+    path.mkdir(parents=True, exist_ok=True)
+    if zero1:
+        optimizer.consolidate_state_dict(to=0)
+        if rank == 0:
+            torch.save({"model": model.module.state_dict(), "optim": optimizer.state_dict()}, path / "zero1.pt")
+    else:
+        model_sd, optim_sd = get_state_dict(model, optimizer)
+        dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(path))
+    torch.save({"step": step, "scheduler": scheduler.state_dict(), "loader": loader.state_dict(), "rng": _rng_state()},
+               path / f"rank{rank}.pt")
+    _barrier()
+    if rank == 0:
+        tmp = root / "latest.tmp"
+        tmp.write_text(path.name)
+        os.replace(tmp, root / "latest")
+    _barrier()
+    return path
+
+
+def latest(out_dir: Path) -> Path | None:
+    marker = Path(out_dir) / "checkpoints" / "latest"
+    return marker.parent / marker.read_text().strip() if marker.exists() else None
+
+
+def load(path: Path, model, optimizer, scheduler, loader, rank: int, zero1: bool) -> int:
+    """Restore everything saved by :func:`save`; returns the step to continue from."""
+    if zero1:
+        state = torch.load(path / "zero1.pt", weights_only=False)
+        model.module.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optim"])
+    else:
+        model_sd, optim_sd = get_state_dict(model, optimizer)
+        state = {"model": model_sd, "optim": optim_sd}
+        dcp.load(state, checkpoint_id=str(path))
+        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    mine = path / f"rank{rank}.pt"
+    if not mine.exists():
+        raise RuntimeError(f"{path} has no state for rank {rank}: resume with the world size it was saved with")
+    extra = torch.load(mine, weights_only=False)
+    scheduler.load_state_dict(extra["scheduler"])
+    loader.load_state_dict(extra["loader"])
+    _set_rng_state(extra["rng"])
+    return extra["step"]

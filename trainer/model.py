@@ -1,0 +1,154 @@
+"""A decoder-only transformer (GPT) in one file. It knows nothing about parallelism:
+``trainer/parallelize`` applies DDP, FSDP, tensor and pipeline parallelism to it from outside.
+
+Structure (names chosen so that parallelism plans can address them, torchtitan-style):
+``tok_embeddings`` -> ``layers.{i}`` (``attention_norm`` -> ``attention`` (wq, wk, wv, wo) ->
+``ffn_norm`` -> ``feed_forward`` (w1, w2)) -> ``norm`` -> ``output``. Any of ``tok_embeddings``,
+``pos_embeddings``, ``norm`` and ``output`` may be ``None`` and layers may be removed: that is
+how a pipeline stage holds only its part of the model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass
+class ModelConfig:
+    vocab_size: int = 0              # 0: taken from the dataset's tokenizer
+    n_layer: int = 4
+    n_head: int = 4
+    d_model: int = 128
+    seq_len: int = 64
+    mlp_ratio: int = 4
+    norm: str = "rmsnorm"            # rmsnorm | layernorm
+    pos: str = "rope"                # rope | learned
+    tie_embeddings: bool = False
+    dropout: float = 0.0
+    bias: bool = False
+    rope_theta: float = 10_000.0
+
+
+def make_norm(cfg: ModelConfig) -> nn.Module:
+    if cfg.norm == "rmsnorm":
+        return nn.RMSNorm(cfg.d_model, eps=1e-6)
+    return nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+
+
+def rope_tables(head_dim: int, seq_len: int, theta: float) -> torch.Tensor:
+    """cos and sin of the rotary angles, shape (seq_len, head_dim // 2, 2)."""
+    freqs = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    angles = torch.outer(torch.arange(seq_len, dtype=torch.float32), freqs)
+    return torch.stack([angles.cos(), angles.sin()], dim=-1)
+
+
+def apply_rope(x: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
+    """Rotate pairs of channels of x (B, T, H, D) by position."""
+    t = x.shape[1]
+    x2 = x.float().unflatten(-1, (-1, 2))                       # (B, T, H, D/2, 2)
+    cos, sin = tables[:t, None, :, 0], tables[:t, None, :, 1]     # (T, 1, D/2)
+    out = torch.stack([x2[..., 0] * cos - x2[..., 1] * sin, x2[..., 0] * sin + x2[..., 1] * cos], dim=-1)
+    return out.flatten(-2).type_as(x)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.head_dim = cfg.d_model // cfg.n_head
+        self.wq = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
+        self.wk = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
+        self.wv = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
+        self.wo = nn.Linear(cfg.d_model, cfg.d_model, bias=cfg.bias)
+        self.dropout = cfg.dropout
+        self.rope = cfg.pos == "rope"
+
+    def forward(self, x: torch.Tensor, rope: torch.Tensor | None) -> torch.Tensor:
+        b, t, _ = x.shape
+        # -1 heads: under tensor parallelism each rank holds only its share of the heads
+        q = self.wq(x).view(b, t, -1, self.head_dim)
+        k = self.wk(x).view(b, t, -1, self.head_dim)
+        v = self.wv(x).view(b, t, -1, self.head_dim)
+        if self.rope:
+            q, k = apply_rope(q, rope), apply_rope(k, rope)
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
+                                           dropout_p=self.dropout if self.training else 0.0)
+        return self.wo(y.transpose(1, 2).reshape(b, t, -1))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.w1 = nn.Linear(cfg.d_model, cfg.mlp_ratio * cfg.d_model, bias=cfg.bias)
+        self.w2 = nn.Linear(cfg.mlp_ratio * cfg.d_model, cfg.d_model, bias=cfg.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.gelu(self.w1(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.attention_norm = make_norm(cfg)
+        self.attention = Attention(cfg)
+        self.ffn_norm = make_norm(cfg)
+        self.feed_forward = FeedForward(cfg)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor, rope: torch.Tensor | None) -> torch.Tensor:
+        x = x + self.dropout(self.attention(self.attention_norm(x), rope))
+        return x + self.dropout(self.feed_forward(self.ffn_norm(x)))
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        if cfg.vocab_size <= 0:
+            raise ValueError("model.vocab_size must be positive (or 0 to take it from the tokenizer)")
+        if cfg.d_model % cfg.n_head:
+            raise ValueError(f"model.d_model {cfg.d_model} is not divisible by model.n_head {cfg.n_head}")
+        self.cfg = cfg
+        self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos_embeddings = nn.Embedding(cfg.seq_len, cfg.d_model) if cfg.pos == "learned" else None
+        self.layers = nn.ModuleDict({str(i): Block(cfg) for i in range(cfg.n_layer)})
+        self.norm = make_norm(cfg)
+        self.output = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.output.weight = self.tok_embeddings.weight
+        self.register_buffer("rope", rope_tables(cfg.d_model // cfg.n_head, cfg.seq_len, cfg.rope_theta),
+                             persistent=False)
+        self.init_weights()
+
+    def init_weights(self) -> None:
+        """GPT-2 initialisation: N(0, 0.02), residual projections scaled by 1/sqrt(2 n_layer)."""
+        for name, p in self.named_parameters():
+            if p.dim() < 2:
+                nn.init.zeros_(p) if name.endswith("bias") else nn.init.ones_(p)
+            elif name.endswith(("wo.weight", "w2.weight")):
+                nn.init.normal_(p, std=0.02 / math.sqrt(2 * self.cfg.n_layer))
+            else:
+                nn.init.normal_(p, std=0.02)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(B, T) token ids -> (B, T, vocab) logits. A pipeline stage without
+        ``tok_embeddings`` takes (B, T, d_model) activations instead, and one without
+        ``output`` returns activations."""
+        h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens
+        if self.pos_embeddings is not None:
+            h = h + self.pos_embeddings(torch.arange(h.shape[1], device=h.device))
+        for layer in self.layers.values():
+            h = layer(h, self.rope)
+        h = self.norm(h) if self.norm is not None else h
+        return self.output(h) if self.output is not None else h
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def flops_per_token(self) -> float:
+        """Training FLOPs per token (6N + attention), as in the PaLM/nanoGPT MFU estimate."""
+        c = self.cfg
+        return 6 * self.num_params() + 12 * c.n_layer * c.d_model * c.seq_len
