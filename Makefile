@@ -45,6 +45,7 @@ demo: $(STAMP)
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_text.yaml
 	$(VENV)/bin/corpusforge train-tokenizer out/demo/text --vocab-size 4000
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_tokenize.yaml -q
+	$(VENV)/bin/corpusforge train trainer/configs/demo.yaml
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_images.yaml -q
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_pointclouds.yaml -q
 	$(VENV)/bin/corpusforge validate out/demo/text
@@ -53,6 +54,7 @@ demo: $(STAMP)
 	@echo "Demo output:"
 	@echo "  text:         out/demo/text/manifest.json   (rejected rows: out/demo/text/rejected/, stats: out/demo/text/stats.json)"
 	@echo "  tokens:       out/demo/tokens/manifest.json (tokenizer: out/demo/tokens/tokenizer.json)"
+	@echo "  training run: out/demo/train (metrics.jsonl, summary.json, checkpoints/, tensorboard/)"
 	@echo "  images:       out/demo/images/manifest.json"
 	@echo "  point clouds: out/demo/pointclouds/manifest.json"
 

@@ -203,6 +203,13 @@ def cmd_train_tokenizer(args) -> int:
     return EXIT_OK
 
 
+def cmd_train(args) -> int:
+    from trainer.train import main as train_main
+
+    train_main([args.config] + [f"--set={kv}" for kv in (args.set or [])])
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="corpusforge", description="Prepare pretraining data as sharded Parquet.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -241,6 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--special-tokens", nargs="+", help="default: <|endoftext|> <|pad|> (document end, padding)")
     t.add_argument("--out", help="tokenizer file (default: <dataset>/tokenizer.json)")
     t.set_defaults(fn=cmd_train_tokenizer)
+    tr = sub.add_parser("train", help="train a GPT on a tokenized dataset (one process; torchrun -m trainer for more)")
+    tr.add_argument("config", help="trainer YAML (trainer/configs/*.yaml)")
+    tr.add_argument("--set", action="append", metavar="KEY=VALUE", help="override, e.g. optim.lr=3e-4")
+    tr.set_defaults(fn=cmd_train)
     return p
 
 

@@ -19,6 +19,8 @@ class DataConfig:
     val_fraction: float = 0.1         # the last fraction of the token stream is held out
     shuffle_window: int = 0           # shuffle samples within windows of this many (0: manifest order)
     num_workers: int = 0              # DataLoader worker processes
+    epoch_shift: bool = False         # move the packing grid by a seeded offset every epoch after the first
+    sampling: str = "packed"          # packed: disjoint windows in manifest order | random: windows at random offsets
     verify: bool = True               # check shard sha256 against the manifest when opening
 
 
@@ -65,12 +67,14 @@ class TrainConfig:
     out_dir: str = "out/train"
     checkpoint_every: int = 0         # 0: only at the end
     resume: bool = False
+    stop_at: int = 0                  # stop after this step (checkpoint saved), as if interrupted; 0: run to `steps`
     tensorboard: bool = True
 
     def validate(self) -> "TrainConfig":
         choices = {
             "parallel.mode": (self.parallel.mode, {"none", "ddp", "zero1", "zero2", "zero3", "tp", "pp", "tp+fsdp", "pp+dp"}),
             "parallel.pp_schedule": (self.parallel.pp_schedule, {"gpipe", "1f1b"}),
+            "data.sampling": (self.data.sampling, {"packed", "random"}),
             "optim.schedule": (self.optim.schedule, {"cosine", "linear", "constant"}),
             "precision": (self.precision, {"fp32", "bf16", "fp16"}),
             "model.norm": (self.model.norm, {"rmsnorm", "layernorm"}),

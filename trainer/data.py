@@ -11,7 +11,12 @@ packed fixed-length sequences -> batches per data-parallel rank and loader worke
 * Samples: window i is tokens[i*T : i*T + T + 1] (inputs and targets shifted by one). The last
   ``val_fraction`` of the stream is held out for evaluation.
 * Order: samples in stream order, optionally shuffled within windows of ``shuffle_window``
-  samples, re-shuffled each epoch from (seed, epoch).
+  samples, re-shuffled each epoch from (seed, epoch). With ``epoch_shift`` every epoch after the
+  first moves the packing grid by a seeded offset in [0, seq_len), so a second pass over the data
+  sees different windows (still packed, no padding; the offset depends on the epoch alone, so
+  resume stays exact). ``sampling: random`` instead draws every window at a random offset
+  (nanoGPT's sampling: windows overlap, and an epoch is a number of samples, not a partition),
+  still from (seed, epoch, position) alone, so it is as deterministic and resumable.
 * Batches: every step consumes ``dp * batch_size`` consecutive samples of the epoch's order;
   data-parallel rank r takes its ``batch_size`` of them; loader worker w makes the batches of the
   steps k with k % num_workers == w (DataLoader hands them back in step order).
@@ -111,10 +116,13 @@ class PackedSequences:
     end: int
 
     def __len__(self) -> int:
-        return max(0, (self.end - self.start - 1) // self.seq_len)
+        # one window fewer than fits, so that every packing offset in [0, seq_len) has as many
+        return max(0, (self.end - self.start - 1) // self.seq_len - 1)
 
-    def get(self, indices: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        starts = self.start + indices.astype(np.int64) * self.seq_len
+    def get(self, indices: np.ndarray, shift: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.get_starts(self.start + shift + indices.astype(np.int64) * self.seq_len)
+
+    def get_starts(self, starts: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         windows = np.stack([np.asarray(self.tokens[s:s + self.seq_len + 1], dtype=np.int64) for s in starts])
         w = torch.from_numpy(windows)
         return w[:, :-1], w[:, 1:]
@@ -128,9 +136,11 @@ def split(tokens: np.ndarray, seq_len: int, val_fraction: float) -> tuple[Packed
 class Batches:
     """The deterministic batch schedule: which samples step k gives to data-parallel rank r."""
 
-    def __init__(self, n_samples: int, batch_size: int, dp_rank: int, dp_size: int, seed: int, shuffle_window: int):
+    def __init__(self, n_samples: int, batch_size: int, dp_rank: int, dp_size: int, seed: int, shuffle_window: int,
+                 seq_len: int = 1, epoch_shift: bool = False, random_windows: bool = False):
         self.n, self.b, self.rank, self.dp = n_samples, batch_size, dp_rank, dp_size
         self.seed, self.window = seed, shuffle_window
+        self.seq_len, self.epoch_shift, self.random_windows = seq_len, epoch_shift, random_windows
         self.per_step = batch_size * dp_size
         if self.per_step > n_samples:
             raise DataError(f"one step needs {self.per_step} sequences (batch_size x data-parallel degree), "
@@ -143,6 +153,13 @@ class Batches:
             for lo in range(0, self.n, self.window):
                 rng.shuffle(idx[lo:lo + self.window])
         return idx
+
+    def shift(self, epoch: int) -> int:
+        """Offset of the packing grid in this epoch: epoch 0 starts at 0, later epochs at a
+        seeded offset, so that a second pass sees different windows of the same text."""
+        if not self.epoch_shift or epoch == 0:
+            return 0
+        return int(np.random.default_rng([self.seed, epoch, 1]).integers(self.seq_len))
 
     def positions(self, epoch: int, consumed: int) -> Iterator[tuple[int, int]]:
         """(epoch, first sample of the step) for every step from this state on."""
@@ -168,18 +185,26 @@ class _WorkerBatches(torch.utils.data.IterableDataset):
         for k, (epoch, pos) in enumerate(self.sched.positions(self.epoch, self.consumed)):
             if k % nw != wid:
                 continue
+            if self.sched.random_windows:
+                # every step draws dp x batch windows at random offsets, from (seed, epoch, position)
+                # alone: the same draw whatever the data-parallel degree; each rank takes its slice
+                span = self.seqs.end - self.seqs.start - self.seqs.seq_len - 1
+                draw = np.random.default_rng([self.sched.seed, epoch, pos]).integers(0, span, self.sched.per_step)
+                yield self.seqs.get_starts(self.seqs.start + self.sched.indices(draw, 0))
+                continue
             if epoch != cached_epoch:
-                cached_epoch, order = epoch, self.sched.order(epoch)
-            yield self.seqs.get(self.sched.indices(order, pos))
+                cached_epoch, order, shift = epoch, self.sched.order(epoch), self.sched.shift(epoch)
+            yield self.seqs.get(self.sched.indices(order, pos), shift)
 
 
 class TokenLoader:
     """An endless, resumable iterator of (inputs, targets) batches for one data-parallel rank."""
 
     def __init__(self, seqs: PackedSequences, batch_size: int, dp_rank: int = 0, dp_size: int = 1, seed: int = 0,
-                 shuffle_window: int = 0, num_workers: int = 0):
+                 shuffle_window: int = 0, num_workers: int = 0, epoch_shift: bool = False, random_windows: bool = False):
         self.seqs = seqs
-        self.sched = Batches(len(seqs), batch_size, dp_rank, dp_size, seed, shuffle_window)
+        self.sched = Batches(len(seqs), batch_size, dp_rank, dp_size, seed, shuffle_window, seqs.seq_len, epoch_shift,
+                             random_windows)
         self.num_workers = num_workers
         self.epoch, self.consumed = 0, 0
         self._it = None

@@ -85,10 +85,10 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     try:
         cfg = load(args.config, args.set)
+        return train(cfg)
     except (ValueError, FileNotFoundError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
         raise SystemExit(2)
-    return train(cfg)
 
 
 def train(cfg: TrainConfig) -> dict:
@@ -97,6 +97,9 @@ def train(cfg: TrainConfig) -> dict:
     rt = init_runtime(cfg.device)
     dims = build(cfg.parallel, rt.world_size, rt.device.type)
     mode = cfg.parallel.mode
+    if cfg.parallel.cpu_offload and (rt.device.type == "cpu" or mode not in ("zero2", "zero3", "tp+fsdp", "pp+dp")):
+        raise ValueError("parallel.cpu_offload moves FSDP's sharded parameters, gradients and optimizer state from "
+                         "the accelerator to host memory: it needs an accelerator and mode zero2/zero3/tp+fsdp/pp+dp")
     if mode.startswith("pp") and cfg.grad_accum != 1:
         raise ValueError("grad_accum > 1 with pipeline parallelism: raise parallel.microbatches instead")
     out = Path(cfg.out_dir)
@@ -117,7 +120,7 @@ def train(cfg: TrainConfig) -> dict:
     train_seqs, val_seqs = split(stream.tokens, cfg.model.seq_len, cfg.data.val_fraction)
     dp_rank = dims.coordinate("dp")
     loader = TokenLoader(train_seqs, cfg.batch_size, dp_rank, dims.dp, cfg.seed, cfg.data.shuffle_window,
-                         cfg.data.num_workers)
+                         cfg.data.num_workers, cfg.data.epoch_shift, cfg.data.sampling == "random")
     if cfg.model.vocab_size == 0:
         if stream.vocab_size is None:
             raise ValueError("model.vocab_size: 0 needs a tokenizer named in the dataset's manifest; set it explicitly")
@@ -174,7 +177,8 @@ def train(cfg: TrainConfig) -> dict:
     model.train()
     loss_value = float("nan")
     t_last = time.perf_counter()
-    for step in range(start, cfg.steps):
+    end = min(cfg.steps, cfg.stop_at) if cfg.stop_at else cfg.steps
+    for step in range(start, end):
         if schedule is not None:
             x, y = next(loader)
             loss = pp.step(schedule, pp_stage, dims.pp, x.to(rt.device), y.to(rt.device))
@@ -200,6 +204,8 @@ def train(cfg: TrainConfig) -> dict:
         scaler.step(optimizer)
         scaler.update()
         scheduler.step()
+        if step == end - 1:
+            state_bytes = local_state_bytes(model, optimizer)      # what this rank holds, sharded or not
         optimizer.zero_grad(set_to_none=True)
 
         # the loss of the step, the same number on every rank
@@ -228,12 +234,18 @@ def train(cfg: TrainConfig) -> dict:
             checkpoint.save(out, step + 1, model, optimizer, scheduler, loader, rt.rank, mode == "zero1")
 
     # ---- the end ------------------------------------------------------------------------------
+    if end < cfg.steps:                          # stopped early on purpose: save and leave
+        checkpoint.save(out, end, model, optimizer, scheduler, loader, rt.rank, mode == "zero1")
+        if torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+        return {"train_loss": loss_value, "steps": end, "stopped": True}
     val = evaluate(model, val_seqs, cfg, dims, rt, schedule, pp_stage)
     _log_eval(val, cfg.steps, rt, writer, metrics)
     checkpoint.save(out, cfg.steps, model, optimizer, scheduler, loader, rt.rank, mode == "zero1")
     _save_final_weights(model, out, rt.rank, dims)
     summary = {"train_loss": loss_value, "val_loss": val, "steps": cfg.steps, "params": n_params,
-               "flops_per_token": flops_per_token, "max_memory_bytes": rt.max_memory_bytes()}
+               "flops_per_token": flops_per_token, "max_memory_bytes": rt.max_memory_bytes(),
+               "rank_state_bytes": _gather_object(state_bytes)}
     if rt.is_main:
         (out / "summary.json").write_text(json.dumps(summary, indent=2))
         if writer:
@@ -271,6 +283,26 @@ def evaluate(model, val_seqs, cfg: TrainConfig, dims, rt, schedule, pp_stage) ->
         torch.distributed.all_reduce(total, group=dims.pp_mesh.get_group())
     model.train()
     return (all_reduce_mean(total, dims.dp_mesh) / max(n, 1)).item()
+
+
+def local_state_bytes(model, optimizer) -> dict:
+    """Bytes of parameters, gradients and optimizer state held by this rank (shards: local part)."""
+    def size(t):
+        t = t.to_local() if hasattr(t, "to_local") else t
+        return t.numel() * t.element_size()
+    params = sum(size(p) for p in model.parameters())
+    grads = sum(size(p.grad) for p in model.parameters() if p.grad is not None)
+    inner = getattr(optimizer, "optim", optimizer)          # ZeroRedundancyOptimizer keeps its shard in .optim
+    optim = sum(size(v) for st in inner.state.values() for v in st.values() if torch.is_tensor(v))
+    return {"params": params, "grads": grads, "optimizer": optim, "total": params + grads + optim}
+
+
+def _gather_object(obj):
+    if not torch.distributed.is_initialized():
+        return [obj]
+    out = [None] * torch.distributed.get_world_size()
+    torch.distributed.all_gather_object(out, obj)
+    return out
 
 
 def _log_eval(val: float, step: int, rt, writer, metrics) -> None:
