@@ -210,6 +210,23 @@ def cmd_train(args) -> int:
     return EXIT_OK
 
 
+def cmd_mix(args) -> int:
+    from corpusforge.mix.build import build
+    from corpusforge.mix.config import load as load_mix
+
+    cfg = load_mix(args.config, _parse_set(args.set))
+    stats = build(cfg, log=lambda m: console.print(f"[yellow]{m}[/yellow]"))
+    table = Table(title=f"{cfg.name}: {stats['rows']:,} rows, {stats['mixture']['unit']}")
+    for col in ("source", "requested", "achieved", "available", "repeats"):
+        table.add_column(col, justify="left" if col == "source" else "right")
+    for name, m in stats["mixture"]["sources"].items():
+        table.add_row(name, f"{m['requested_share']:.1%}", f"{m['achieved_share']:.1%}", f"{m['available']:,}",
+                      f"{m['repeats']:.2f}x")
+    out.print(table)
+    out.print(f"output: {cfg.output.path}/manifest.json  (order: {stats['order']['description']})")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="corpusforge", description="Prepare pretraining data as sharded Parquet.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -252,6 +269,10 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("config", help="trainer YAML (trainer/configs/*.yaml)")
     tr.add_argument("--set", action="append", metavar="KEY=VALUE", help="override, e.g. optim.lr=3e-4")
     tr.set_defaults(fn=cmd_train)
+    mx = sub.add_parser("mix", help="mix cleaned datasets into a training set (proportions, curriculum)")
+    mx.add_argument("config", help="mix YAML (see data_samples/configs/demo_mix.yaml)")
+    mx.add_argument("--set", action="append", metavar="KEY=VALUE")
+    mx.set_defaults(fn=cmd_mix)
     return p
 
 

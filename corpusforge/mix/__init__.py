@@ -1,0 +1,1 @@
+"""Mixing cleaned datasets into a training set by target proportions, in curriculum order."""
