@@ -14,7 +14,7 @@ PY         := $(VENV)/bin/python
 STAMP      := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test install sysdeps samples clean bench bench-env
+.PHONY: demo test testdeps install sysdeps samples clean bench bench-env
 
 install: $(STAMP)
 
@@ -45,6 +45,7 @@ demo: $(STAMP)
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_text.yaml
 	$(VENV)/bin/corpusforge train-tokenizer out/demo/text --vocab-size 4000
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_tokenize.yaml -q
+	$(VENV)/bin/corpusforge mix data_samples/configs/demo_mix.yaml
 	$(VENV)/bin/corpusforge train trainer/configs/demo.yaml
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_images.yaml -q
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_pointclouds.yaml -q
@@ -54,12 +55,24 @@ demo: $(STAMP)
 	@echo "Demo output:"
 	@echo "  text:         out/demo/text/manifest.json   (rejected rows: out/demo/text/rejected/, stats: out/demo/text/stats.json)"
 	@echo "  tokens:       out/demo/tokens/manifest.json (tokenizer: out/demo/tokens/tokenizer.json)"
+	@echo "  training set: out/demo/mix/manifest.json (mixed by token share, curriculum order)"
 	@echo "  training run: out/demo/train (metrics.jsonl, summary.json, checkpoints/, tensorboard/)"
+	@echo "Reports (open in a browser, offline):"
+	@echo "  out/demo/text/report.html  out/demo/mix/report.html  out/demo/images/report.html  out/demo/pointclouds/report.html"
 	@echo "  images:       out/demo/images/manifest.json"
 	@echo "  point clouds: out/demo/pointclouds/manifest.json"
 
-test: $(STAMP)
+test: $(STAMP) testdeps
 	$(PY) -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)
+
+# Headless Chromium for the report test (Debian's package; the test skips where it is absent).
+testdeps:
+	@if command -v chromium >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing chromium (headless browser for the report test)"; \
+		(apt-get install -y -qq chromium >/dev/null 2>&1 || \
+		 (apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null)) || echo "chromium unavailable: the browser test will skip"; \
+	else echo "no chromium: the report's browser test will skip"; fi
 
 samples: $(STAMP)
 	$(PY) data_samples/make_samples.py

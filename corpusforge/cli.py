@@ -65,7 +65,7 @@ def cmd_run(args) -> int:
     if not args.quiet:
         out.print(table)
     out.print(f"output:   {summary.out}/manifest.json\nrejected: {summary.out}/rejected/manifest.json\n"
-              f"stats:    {summary.out}/stats.json")
+              f"stats:    {summary.out}/stats.json\nreport:   {summary.out}/report.html")
     if summary.skipped_steps:
         out.print(f"resumed: {summary.skipped_steps} finished step(s) skipped")
     return EXIT_OK
@@ -223,7 +223,16 @@ def cmd_mix(args) -> int:
         table.add_row(name, f"{m['requested_share']:.1%}", f"{m['achieved_share']:.1%}", f"{m['available']:,}",
                       f"{m['repeats']:.2f}x")
     out.print(table)
-    out.print(f"output: {cfg.output.path}/manifest.json  (order: {stats['order']['description']})")
+    out.print(f"output: {cfg.output.path}/manifest.json  (order: {stats['order']['description']})\n"
+              f"report: {cfg.output.path}/report.html")
+    return EXIT_OK
+
+
+def cmd_report(args) -> int:
+    from corpusforge.report.build import generate
+
+    html, js = generate(args.dataset, args.out)
+    out.print(f"report: {html}\nsummary: {js}")
     return EXIT_OK
 
 
@@ -273,6 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
     mx.add_argument("config", help="mix YAML (see data_samples/configs/demo_mix.yaml)")
     mx.add_argument("--set", action="append", metavar="KEY=VALUE")
     mx.set_defaults(fn=cmd_mix)
+    rp = sub.add_parser("report", help="write a self-contained HTML report and a JSON summary of a dataset")
+    rp.add_argument("dataset")
+    rp.add_argument("--out", help="folder for report.html and report.json (default: the dataset's)")
+    rp.set_defaults(fn=cmd_report)
     return p
 
 

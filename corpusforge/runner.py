@@ -468,7 +468,20 @@ def finalize(plan: Plan, results: list[list[UnitResult]], wall_seconds: float = 
     write_manifest(plan.out, kept_manifest)   # last: its presence means the run is complete
     if not plan.config.output.keep_work and plan.work.exists():
         shutil.rmtree(plan.work)
+    _report(plan.out)
     return RunSummary(plan.out, kept_manifest["rows"], rej_manifest["rows"], stats)
+
+
+def _report(out: Path) -> None:
+    """Every run ends with its report; the data is complete before, so a report failure only warns."""
+    import warnings
+
+    from corpusforge.report.build import generate
+
+    try:
+        generate(out)
+    except Exception as exc:  # noqa: BLE001
+        warnings.warn(f"the dataset is complete, but its report failed: {type(exc).__name__}: {exc}")
 
 
 def _source_counts(directory: Path, shards: list[ShardInfo]) -> dict:

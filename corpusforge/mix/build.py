@@ -256,6 +256,9 @@ def build(cfg: MixConfig, base: Path | None = None, log=print) -> dict:
              "difficulty_curve": curve, "rows": mix.height, "wall_seconds": round(time.perf_counter() - started, 3)}
     write_json(out / "stats.json", stats)
     write_manifest(out, manifest)
+    from corpusforge.runner import _report
+
+    _report(out)
     for w in warnings:
         log(f"warning: {w}")
     return stats
