@@ -36,8 +36,11 @@ def _docs(tmp_path, n_files=6, per_file=50, dup_every=7):
 
 
 def _tree_bytes(out: Path) -> dict:
+    """Hashes of the dataset's files: shards and manifests. stats.json (timings) and the report
+    (which names the output folder) are views of the run, not the dataset."""
+    views = {"stats.json", "report.json", "report.html"}
     return {str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(out.rglob("*")) if p.is_file() and p.name != "stats.json" and "_work" not in p.parts}
+            for p in sorted(out.rglob("*")) if p.is_file() and p.name not in views and "_work" not in p.parts}
 
 
 def _cfg(tmp_path, out="out", stages=None, **kw):

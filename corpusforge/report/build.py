@@ -64,7 +64,8 @@ def summarize(root: str | Path) -> dict:
     stats = json.loads((root / "stats.json").read_text()) if (root / "stats.json").exists() else {}
     rej = Dataset.open(root / "rejected") if (root / "rejected" / "manifest.json").exists() else None
     kept, rejected = _table(ds, text=True), _table(rej, text=True)
-    s: dict = {"dataset": str(root), "schema": m["schema"], "rows": m["rows"], "bytes": m["bytes"],
+    # the folder's name, not its path: like the manifest, the report is the same wherever it is written
+    s: dict = {"dataset": root.resolve().name, "schema": m["schema"], "rows": m["rows"], "bytes": m["bytes"],
                "shards": len(m["shards"]), "sources": m.get("sources", {}), "order": m.get("order", {})}
     if "stages" in stats:
         read = stats["read"]
