@@ -124,14 +124,20 @@ def load_config(path: str | Path, overrides: dict | None = None) -> PipelineConf
         raise ConfigError(f"config file not found: {path}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    if overrides and isinstance(raw, dict):
-        for dotted, value in overrides.items():
-            node = raw
-            *parents, leaf = dotted.split(".")
-            try:
-                for p in parents:
-                    node = node[int(p)] if isinstance(node, list) else node.setdefault(p, {})
-                node[int(leaf) if isinstance(node, list) else leaf] = value
-            except (IndexError, ValueError, TypeError, AttributeError):
-                raise ConfigError(f"--set {dotted}: no such place in {path}") from None
+    apply_overrides(raw, overrides, str(path))
     return from_dict(raw, source=str(path))
+
+
+def apply_overrides(raw, overrides: dict | None, source: str) -> None:
+    """Set ``{"stages.0.form": "NFC", ...}`` in a nested config mapping, in place."""
+    if not overrides or not isinstance(raw, dict):
+        return
+    for dotted, value in overrides.items():
+        node = raw
+        *parents, leaf = dotted.split(".")
+        try:
+            for p in parents:
+                node = node[int(p)] if isinstance(node, list) else node.setdefault(p, {})
+            node[int(leaf) if isinstance(node, list) else leaf] = value
+        except (IndexError, ValueError, TypeError, AttributeError):
+            raise ConfigError(f"--set {dotted}: no such place in {source}") from None

@@ -101,12 +101,9 @@ def load(path: str | Path, overrides: dict | None = None) -> MixConfig:
         raw = yaml.safe_load(Path(path).read_text())
     except FileNotFoundError:
         raise ConfigError(f"mix config not found: {path}") from None
-    for key, value in (overrides or {}).items():
-        node = raw
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
+    from corpusforge.config import apply_overrides
+
+    apply_overrides(raw, overrides, str(path))
     return from_dict(raw, source=str(path))
 
 
