@@ -16,6 +16,8 @@ STAGES: dict[str, str] = {
     "text.pii": "corpusforge.text.pii:Pii",
     "text.tokenize": "corpusforge.text.tokenize:Tokenize",
     "text.augment": "corpusforge.text.augment:Augment",
+    "pointcloud.denoise": "corpusforge.pointcloud.denoise:Denoise",
+    "pointcloud.register": "corpusforge.pointcloud.register:Register",
     "text.near_dedup": "corpusforge.text.near_dedup:NearDedup",
     "text.partial_dedup": "corpusforge.text.partial_dedup:PartialDedup",
     "text.line_dedup": "corpusforge.text.line_dedup:LineDedup",

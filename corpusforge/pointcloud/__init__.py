@@ -1,0 +1,1 @@
+"""Point-cloud stages (Open3D): denoising, registration, completion, augmentation."""
