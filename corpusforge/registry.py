@@ -18,6 +18,8 @@ STAGES: dict[str, str] = {
     "text.augment": "corpusforge.text.augment:Augment",
     "pointcloud.denoise": "corpusforge.pointcloud.denoise:Denoise",
     "pointcloud.register": "corpusforge.pointcloud.register:Register",
+    "pointcloud.complete": "corpusforge.pointcloud.complete:Complete",
+    "pointcloud.augment": "corpusforge.pointcloud.augment:PointAugment",
     "text.near_dedup": "corpusforge.text.near_dedup:NearDedup",
     "text.partial_dedup": "corpusforge.text.partial_dedup:PartialDedup",
     "text.line_dedup": "corpusforge.text.line_dedup:LineDedup",

@@ -40,7 +40,8 @@ def _triples(col: pa.ChunkedArray, i: int, dtype) -> np.ndarray | None:
     v = col[i]
     if not v.is_valid:
         return None
-    flat = v.values.values.to_numpy(zero_copy_only=False)
+    # flatten(), not .values: a sliced FixedSizeListArray's .values ignores the slice offset.
+    flat = v.values.flatten().to_numpy(zero_copy_only=False)
     return flat.reshape(-1, 3).astype(dtype, copy=False)
 
 
