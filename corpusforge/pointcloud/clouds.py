@@ -8,6 +8,7 @@ with the points that survive.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,7 @@ class Cloud:
     intensity: np.ndarray | None = None  # (N,) float32
 
     def take(self, idx: np.ndarray) -> "Cloud":
+        idx = np.asarray(idx, dtype=np.int64)        # Open3D hands back [] (float) when nothing survives
         pick = lambda a: None if a is None else a[idx]  # noqa: E731
         return Cloud(self.xyz[idx], pick(self.colors), pick(self.normals), pick(self.intensity))
 
@@ -110,3 +112,18 @@ def bbox_diagonal(xyz: np.ndarray) -> float:
 
 
 
+
+
+@contextmanager
+def one_open3d_thread():
+    """Open3D on one thread: its parallel reductions (normals, Poisson, ICP) and parallel RANSAC
+    sampling make results depend on thread timing; stages that promise a repeatable output use
+    this (processes give the parallelism instead)."""
+    import open3d as o3d
+
+    threads = o3d.utility.get_max_threads()
+    o3d.utility.set_max_threads(1)
+    try:
+        yield
+    finally:
+        o3d.utility.set_max_threads(threads)

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from corpusforge.pointcloud.clouds import Cloud, arrays, spacing, with_arrays
+from corpusforge.pointcloud.clouds import Cloud, one_open3d_thread, arrays, spacing, with_arrays
 from corpusforge.stage import Stage, StageConfig, StageResult, StageStats, split
 
 
@@ -37,6 +37,10 @@ class Complete(Stage):
         return {"count_complete_added": pa.int64()}
 
     def fill(self, cloud: Cloud, seed: int = 0) -> tuple[Cloud, int]:
+        with one_open3d_thread():
+            return self._fill(cloud, seed)
+
+    def _fill(self, cloud: Cloud, seed: int) -> tuple[Cloud, int]:
         import open3d as o3d
         from scipy.spatial import cKDTree
 
@@ -48,16 +52,16 @@ class Complete(Stage):
         if not pc.has_normals():
             pc.estimate_normals(o3d.geometry.KDTreeSearchParamKNN(20))
             pc.orient_normals_consistent_tangent_plane(10)
-        mesh, _ = o3d.geometry.TriangleMesh.create_from_point_cloud_poisson(pc, depth=c.depth)
-        o3d.utility.random.seed(seed)
-        sample = mesh.sample_points_uniformly(int(len(cloud.xyz) * c.samples_factor), use_triangle_normal=True)
-        new = np.asarray(sample.points, np.float32)
+        # one thread: Poisson's parallel solve differs in the last bits from run to run
+        mesh, _ = o3d.geometry.TriangleMesh.create_from_point_cloud_poisson(pc, depth=c.depth, n_threads=1)
+        # sample the surface with our own seeded generator: Open3D's sampler ignores its seed
+        new, new_normals = sample_surface(mesh, int(len(cloud.xyz) * c.samples_factor), np.random.default_rng(seed))
         d, _ = cKDTree(cloud.xyz).query(new)
         keep = (d <= c.max_distance_factor * s) & (d >= c.min_distance_factor * s)
         if not keep.any():
             return cloud, 0
         add = new[keep]
-        add_n = np.asarray(sample.normals, np.float32)[keep]
+        add_n = new_normals[keep]
         normals = None if cloud.normals is None else np.vstack([cloud.normals, add_n])
         pad = lambda a, fill: None if a is None else np.concatenate([a, np.full((len(add),) + a.shape[1:], fill, a.dtype)])  # noqa: E731
         return Cloud(np.vstack([cloud.xyz, add]), pad(cloud.colors, 0), normals, pad(cloud.intensity, np.nan)), len(add)
@@ -71,3 +75,17 @@ class Complete(Stage):
             stats.counters["points_added"] += n
         table = with_arrays(table, clouds).append_column("count_complete_added", pa.array(added, pa.int64()))
         return split(table, pa.nulls(table.num_rows, pa.string()), None, stats)
+
+
+def sample_surface(mesh, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` points uniform over a triangle mesh's area, with the triangles' normals."""
+    v = np.asarray(mesh.vertices)
+    tri = np.asarray(mesh.triangles)
+    a, b, cc = v[tri[:, 0]], v[tri[:, 1]], v[tri[:, 2]]
+    cross = np.cross(b - a, cc - a)
+    area = np.linalg.norm(cross, axis=1)
+    pick = rng.choice(len(tri), size=n, p=area / area.sum())
+    r1, r2 = np.sqrt(rng.random(n))[:, None], rng.random(n)[:, None]
+    pts = (1 - r1) * a[pick] + r1 * (1 - r2) * b[pick] + r1 * r2 * cc[pick]
+    normals = cross[pick] / np.maximum(area[pick, None], 1e-30)
+    return pts.astype(np.float32), normals.astype(np.float32)

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from corpusforge.pointcloud.clouds import Cloud, arrays, spacing, with_arrays
+from corpusforge.pointcloud.clouds import bbox_diagonal, Cloud, arrays, spacing, with_arrays
 from corpusforge.stage import Stage, StageConfig, StageResult, StageStats, split
 
 
@@ -86,15 +86,22 @@ class Denoise(Stage):
     def process(self, table: pa.Table, stats: StageStats) -> StageResult:
         clouds, counts, spacings, reason, detail = [], {k: [] for k in self.STEPS}, [], [], []
         for i in range(table.num_rows):
-            cloud, removed, s = self.clean(arrays(table, i))
+            before = arrays(table, i)
+            cloud, removed, s = self.clean(before)
             clouds.append(cloud)
             spacings.append(s)
             for k in self.STEPS:
                 counts[k].append(removed[k])
                 stats.counters[f"{k}_removed"] += removed[k]
-            few = len(cloud.xyz) < self.config.min_points
-            reason.append("too_few_points" if few else None)
-            detail.append(f"{len(cloud.xyz)} points left < min_points {self.config.min_points}" if few else None)
+            if len(before.xyz) >= self.config.min_points and bbox_diagonal(before.xyz) == 0:
+                reason.append("degenerate_cloud")
+                detail.append(f"all {len(before.xyz)} points identical")
+            elif len(cloud.xyz) < self.config.min_points:
+                reason.append("too_few_points")
+                detail.append(f"{len(cloud.xyz)} points left < min_points {self.config.min_points}")
+            else:
+                reason.append(None)
+                detail.append(None)
         table = with_arrays(table, clouds)
         for k in self.STEPS:
             table = table.append_column(f"count_denoise_{k}_removed", pa.array(counts[k], pa.int64()))

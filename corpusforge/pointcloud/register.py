@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
 
-from corpusforge.pointcloud.clouds import Cloud, arrays, bbox_diagonal, with_arrays
+from corpusforge.pointcloud.clouds import one_open3d_thread, Cloud, arrays, bbox_diagonal, with_arrays
 from corpusforge.stage import DECISIONS, GlobalStage, StageConfig, StageResult, StageStats, split
 
 POINTS = pa.list_(pa.list_(pa.float32(), 3))
@@ -61,14 +61,8 @@ def register_pair(src: Cloud, tgt: Cloud, cfg: RegisterConfig) -> tuple[np.ndarr
     """Transform (4x4) taking ``src`` onto ``tgt``, with ICP fitness and inlier RMSE. Runs on one
     Open3D thread: parallel reductions (normals, point-to-plane ICP) and parallel RANSAC sampling
     would make the result depend on thread timing."""
-    import open3d as o3d
-
-    threads = o3d.utility.get_max_threads()
-    o3d.utility.set_max_threads(1)
-    try:
+    with one_open3d_thread():
         return _register(src, tgt, cfg)
-    finally:
-        o3d.utility.set_max_threads(threads)
 
 
 def _register(src: Cloud, tgt: Cloud, cfg: RegisterConfig) -> tuple[np.ndarray, float, float]:

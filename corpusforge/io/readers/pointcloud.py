@@ -18,10 +18,13 @@ import pyarrow as pa
 from pydantic import Field
 
 from corpusforge import schemas
+from corpusforge.pointcloud.clouds import bbox_diagonal, spacing
 from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, describe_os_error, dumps_meta,
                                          file_error_row, record_id)
 
 NONFINITE = "count_read_nonfinite"
+SPACING = "score_read_spacing"        # density estimate: mean nearest-neighbour distance
+DIAGONAL = "score_read_bbox_diagonal"
 
 
 class PointCloudConfig(ReaderConfig):
@@ -38,7 +41,7 @@ class PointCloudReader(Reader):
     suffixes = (".ply", ".pcd", ".xyz", ".npy")
 
     def output_columns(self) -> dict[str, pa.DataType]:
-        return {NONFINITE: pa.int64()}
+        return {NONFINITE: pa.int64(), SPACING: pa.float64(), DIAGONAL: pa.float64()}
 
     def read(self, path: Path) -> Iterator[ReadBatch]:
         cfg: PointCloudConfig = self.config
@@ -78,9 +81,12 @@ class PointCloudReader(Reader):
             m = re.search(cfg.group_pattern, path.stem)
             group = m.group(1) if m and m.groups() else group
         meta = {"file_attributes": sorted(attrs)} if attrs else {}
-        yield ReadBatch(pointcloud_table(cfg.source, xyz, colors=attrs.get("colors"), normals=attrs.get("normals"),
-                                         intensity=attrs.get("intensity"), group=group, src_path=str(path),
-                                         meta=dumps_meta(meta), nonfinite=nonfinite))
+        meta["bbox"] = [xyz.min(axis=0).tolist(), xyz.max(axis=0).tolist()]
+        table = pointcloud_table(cfg.source, xyz, colors=attrs.get("colors"), normals=attrs.get("normals"),
+                                 intensity=attrs.get("intensity"), group=group, src_path=str(path),
+                                 meta=dumps_meta(meta), nonfinite=nonfinite)
+        table = table.append_column(SPACING, pa.array([spacing(xyz)], pa.float64()))
+        yield ReadBatch(table.append_column(DIAGONAL, pa.array([bbox_diagonal(xyz)], pa.float64())))
 
 
 def _load(path: Path, suffix: str) -> dict[str, np.ndarray]:
