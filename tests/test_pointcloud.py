@@ -113,6 +113,18 @@ def test_random_rigid_transform_recovered_without_initial_guess(name, seed):
     assert fitness > 0.8
 
 
+@pytest.mark.parametrize("options", [{"coarse": "fgr"}, {"icp": "point_to_point"}, {"robust_kernel": "tukey"}])
+def test_registration_options_recover_a_transform(options):
+    cloud = load("bun4.pcd")
+    R = Rotation.from_euler("zyx", [70, -20, 15], degrees=True).as_matrix()
+    t = np.array([0.05, -0.02, 0.03])
+    src = Cloud((cloud.xyz.astype(np.float64) @ R.T + t).astype(np.float32))
+    T, fitness, _ = register_pair(src, cloud, RegisterConfig(**options))
+    assert np.degrees(Rotation.from_matrix(T[:3, :3] @ R).magnitude()) < 1.0
+    assert np.linalg.norm(T[:3, :3] @ t + T[:3, 3]) < 0.01 * bbox_diagonal(cloud.xyz)
+    assert fitness > 0.8
+
+
 def test_registration_is_deterministic_for_a_seed():
     src, tgt = load("bun0.pcd"), load("bun4.pcd")
     cfg = RegisterConfig(seed=3)
@@ -160,16 +172,23 @@ def test_pipeline_registers_views_of_a_group(tmp_path):
     assert T.shape == (4, 4)
 
 
-def test_pipeline_rejects_badly_fitting_views(tmp_path):
+@pytest.mark.parametrize("action", ["reject", "flag"])
+def test_pipeline_rejects_or_flags_badly_fitting_views(tmp_path, action):
     src = tmp_path / "in"
     src.mkdir()
-    np.save(src / "x_view0.npy", load("bun4.pcd").xyz)
-    np.save(src / "x_view1.npy", load("car6.pcd").xyz)   # not the same object
+    np.save(src / "x_view0.npy", load("car6.pcd").xyz)
+    np.save(src / "x_view1.npy", load("bun4.pcd").xyz)   # not the same object
     _, kept, rejected = _run(tmp_path, [{"format": "pointcloud", "paths": [str(src)], "source": "s",
                                          "group_pattern": r"^(.*)_view\d+$"}],
-                             [{"stage": "pointcloud.register", "min_fitness": 0.9}])
-    assert kept.num_rows == 1 and rejected.num_rows == 1
-    assert rejected.column("reject_reason").to_pylist() == ["low_fitness"]
+                             [{"stage": "pointcloud.register", "min_fitness": 0.9, "action": action}])
+    if action == "reject":
+        assert kept.num_rows == 1 and rejected.num_rows == 1
+        assert rejected.column("reject_reason").to_pylist() == ["low_fitness"]
+    else:
+        assert kept.num_rows == 2 and (rejected is None or rejected.num_rows == 0)
+        assert min(kept.column("score_register_fitness").to_pylist()) < 0.9
+        flags = kept.column("tag_register_flag").to_pylist()
+        assert sum(f is not None and f.startswith("low_fitness") for f in flags) == 1
 
 
 # --- completion -----------------------------------------------------------------------------

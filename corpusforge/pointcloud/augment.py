@@ -70,9 +70,9 @@ class PointAugment(Stage):
 
     def apply(self, op: str, cloud: Cloud, meta: dict, rng: np.random.Generator) -> tuple[Cloud, dict] | None:
         c: PointAugmentConfig = self.config
-        xyz = cloud.xyz.astype(np.float64)
-        center = xyz.mean(axis=0)
+        xyz = cloud.xyz
         if op in ("rotate", "scale", "flip"):
+            center = xyz.mean(axis=0, dtype=np.float64)
             if op == "rotate":
                 m = rotation(np.radians(rng.uniform(-c.max_yaw, c.max_yaw)), np.radians(rng.uniform(-c.max_tilt, c.max_tilt)),
                              np.radians(rng.uniform(-c.max_tilt, c.max_tilt)))
@@ -90,7 +90,7 @@ class PointAugment(Stage):
             return Cloud((xyz + t).astype(np.float32), cloud.colors, cloud.normals, cloud.intensity), \
                 dict(meta, boxes=boxes) if boxes else meta
         if op == "jitter":
-            s = spacing(cloud.xyz)
+            s = spacing(cloud.xyz, sample=2_000)       # a scale for the noise: a small sample is enough
             noise = np.clip(rng.normal(0, c.jitter_std * s, xyz.shape), -c.jitter_clip * s, c.jitter_clip * s)
             return Cloud((xyz + noise).astype(np.float32), cloud.colors, cloud.normals, cloud.intensity), meta
         if op == "dropout":
@@ -100,6 +100,7 @@ class PointAugment(Stage):
             boxes = meta.get("boxes") or []
             if not boxes:
                 return None
+            xyz = xyz.astype(np.float64)
             out, new_boxes = xyz.copy(), []
             normals = None if cloud.normals is None else cloud.normals.astype(np.float64).copy()
             for b in boxes:

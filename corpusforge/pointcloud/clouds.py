@@ -115,12 +115,15 @@ def bbox_diagonal(xyz: np.ndarray) -> float:
 
 
 @contextmanager
-def one_open3d_thread():
+def one_open3d_thread(enabled: bool = True):
     """Open3D on one thread: its parallel reductions (normals, Poisson, ICP) and parallel RANSAC
     sampling make results depend on thread timing; stages that promise a repeatable output use
     this (processes give the parallelism instead)."""
     import open3d as o3d
 
+    if not enabled:
+        yield
+        return
     threads = o3d.utility.get_max_threads()
     o3d.utility.set_max_threads(1)
     try:

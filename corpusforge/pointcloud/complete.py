@@ -26,6 +26,8 @@ class CompleteConfig(StageConfig):
     max_distance_factor: float = Field(3.0, gt=0)
     min_distance_factor: float = Field(0.75, ge=0, description="Skip samples this close to existing points.")
     min_points: int = Field(100, ge=10, description="Smaller clouds are passed through unchanged.")
+    deterministic: bool = Field(True, description="One thread for normals and Poisson, so the output repeats "
+                                "bit for bit; false uses all threads.")
 
 
 class Complete(Stage):
@@ -37,7 +39,7 @@ class Complete(Stage):
         return {"count_complete_added": pa.int64()}
 
     def fill(self, cloud: Cloud, seed: int = 0) -> tuple[Cloud, int]:
-        with one_open3d_thread():
+        with one_open3d_thread(self.config.deterministic):
             return self._fill(cloud, seed)
 
     def _fill(self, cloud: Cloud, seed: int) -> tuple[Cloud, int]:
@@ -53,7 +55,8 @@ class Complete(Stage):
             pc.estimate_normals(o3d.geometry.KDTreeSearchParamKNN(20))
             pc.orient_normals_consistent_tangent_plane(10)
         # one thread: Poisson's parallel solve differs in the last bits from run to run
-        mesh, _ = o3d.geometry.TriangleMesh.create_from_point_cloud_poisson(pc, depth=c.depth, n_threads=1)
+        mesh, _ = o3d.geometry.TriangleMesh.create_from_point_cloud_poisson(pc, depth=c.depth,
+                                                                       n_threads=1 if c.deterministic else -1)
         # sample the surface with our own seeded generator: Open3D's sampler ignores its seed
         new, new_normals = sample_surface(mesh, int(len(cloud.xyz) * c.samples_factor), np.random.default_rng(seed))
         d, _ = cKDTree(cloud.xyz).query(new)

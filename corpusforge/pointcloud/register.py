@@ -8,7 +8,7 @@ Per group, the first view in input order is the reference; every other view is a
 
 The transform, fitness and inlier RMSE are recorded (``tag_register_transform`` as JSON,
 ``score_register_fitness``, ``score_register_rmse``); views under ``min_fitness`` are rejected
-(``action: reject``) or kept and flagged (``flag``); with ``apply`` the points (and normals) are
+(``action: reject``) or kept and flagged in ``tag_register_flag`` (``flag``); with ``apply`` the points (and normals) are
 moved into the reference's frame.
 
 Scale: the voxel is ``voxel_fraction`` x the reference's bounding-box diagonal unless given; the
@@ -55,13 +55,16 @@ class RegisterConfig(StageConfig):
     action: Literal["reject", "flag"] = "reject"
     apply: bool = True
     seed: int = 0
+    deterministic: bool = Field(True, description="One Open3D thread, so a seed gives the same transform "
+                                "every run; false uses all threads (faster with many cores; results vary in the last "
+                                "bits and RANSAC picks may differ).")
 
 
 def register_pair(src: Cloud, tgt: Cloud, cfg: RegisterConfig) -> tuple[np.ndarray, float, float]:
     """Transform (4x4) taking ``src`` onto ``tgt``, with ICP fitness and inlier RMSE. Runs on one
     Open3D thread: parallel reductions (normals, point-to-plane ICP) and parallel RANSAC sampling
     would make the result depend on thread timing."""
-    with one_open3d_thread():
+    with one_open3d_thread(cfg.deterministic):
         return _register(src, tgt, cfg)
 
 
@@ -121,7 +124,8 @@ class Register(GlobalStage):
 
     def output_columns(self) -> dict[str, pa.DataType]:
         return {"tag_register_transform": pa.string(), "tag_register_reference": pa.string(),
-                "score_register_fitness": pa.float64(), "score_register_rmse": pa.float64()}
+                "tag_register_flag": pa.string(), "score_register_fitness": pa.float64(),
+                "score_register_rmse": pa.float64()}
 
     def fingerprint(self, table: pa.Table) -> pa.Table:
         return table.select(["id", "group", "points", "normals"])
@@ -185,6 +189,9 @@ class Register(GlobalStage):
         table = with_arrays(table, clouds)
         for k in ("tag_register_transform", "tag_register_reference"):
             table = table.append_column(k, pa.array(cols[k], pa.string()))
+        # action: flag keeps a low-fitness view and says so here ("low_fitness: fitness ... < ...")
+        flags = [f"low_fitness: {d}" if d and r is None else None for r, d in zip(cols["reason"], cols["detail"])]
+        table = table.append_column("tag_register_flag", pa.array(flags, pa.string()))
         for k in ("score_register_fitness", "score_register_rmse"):
             table = table.append_column(k, pa.array(cols[k], pa.float64()))
         return split(table, pa.array(cols["reason"], pa.string()), pa.array(cols["detail"], pa.string()), stats)
