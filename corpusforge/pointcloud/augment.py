@@ -95,7 +95,7 @@ class PointAugment(Stage):
             return Cloud((xyz + noise).astype(np.float32), cloud.colors, cloud.normals, cloud.intensity), meta
         if op == "dropout":
             keep = rng.random(len(xyz)) >= c.dropout
-            return (cloud.take(np.flatnonzero(keep)), meta) if keep.sum() >= 1 else None
+            return (cloud.take(keep), meta) if keep.any() else None
         if op == "objects":
             boxes = meta.get("boxes") or []
             if not boxes:
@@ -143,7 +143,11 @@ class PointAugment(Stage):
                      .append_column("tag_augment_op", pa.nulls(table.num_rows, pa.string()))
         if not new_clouds:
             return StageResult(table, empty_rejected(table))
-        derived = table.take(pa.array(parents, pa.int64()))
+        # take the light columns only: the parents' point arrays would be copied just to be replaced
+        heavy = ["points", "colors", "normals", "intensity"]
+        derived = table.drop_columns(heavy).take(pa.array(parents, pa.int64()))
+        for name in heavy:
+            derived = derived.append_column(table.schema.field(name), pa.nulls(len(parents), table.schema.field(name).type))
         derived = with_arrays(derived, new_clouds)
         keep = {"source", "group", "src_path", "src_row", "points", "colors", "normals", "intensity", "n_points"}
         cols = {}

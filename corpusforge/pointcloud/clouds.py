@@ -23,7 +23,9 @@ class Cloud:
     intensity: np.ndarray | None = None  # (N,) float32
 
     def take(self, idx: np.ndarray) -> "Cloud":
-        idx = np.asarray(idx, dtype=np.int64)        # Open3D hands back [] (float) when nothing survives
+        idx = np.asarray(idx)
+        if idx.dtype != bool:                          # a mask, or indices (Open3D hands back [] as float)
+            idx = idx.astype(np.int64, copy=False)
         pick = lambda a: None if a is None else a[idx]  # noqa: E731
         return Cloud(self.xyz[idx], pick(self.colors), pick(self.normals), pick(self.intensity))
 
@@ -63,7 +65,7 @@ def _list_of_triples(arrs: list[np.ndarray | None], value_type) -> pa.Array:
         if a is not None:
             flats.append(np.ascontiguousarray(a).reshape(-1))
     flat = np.concatenate(flats) if flats else np.zeros(0)
-    triples = pa.FixedSizeListArray.from_arrays(pa.array(flat.astype(value_type.to_pandas_dtype()), value_type), 3)
+    triples = pa.FixedSizeListArray.from_arrays(pa.array(flat.astype(value_type.to_pandas_dtype(), copy=False), value_type), 3)
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), triples,
                                     mask=pa.array([not v for v in valid]))
 
@@ -80,7 +82,7 @@ def with_arrays(table: pa.Table, clouds: list[Cloud]) -> pa.Table:
         offs.append(offs[-1] + (0 if c.intensity is None else len(c.intensity)))
         mask.append(c.intensity is None)
         if c.intensity is not None:
-            flats.append(c.intensity.astype(np.float32))
+            flats.append(c.intensity.astype(np.float32, copy=False))
     inten = pa.ListArray.from_arrays(pa.array(offs, pa.int32()),
                                      pa.array(np.concatenate(flats) if flats else np.zeros(0, np.float32)),
                                      mask=pa.array(mask))
