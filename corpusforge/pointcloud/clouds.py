@@ -56,7 +56,7 @@ def arrays(table: pa.Table, i: int) -> Cloud:
                  inten.values.to_numpy(zero_copy_only=False).astype(np.float32) if inten.is_valid else None)
 
 
-def _list_of_triples(arrs: list[np.ndarray | None], value_type) -> pa.Array:
+def list_of_triples(arrs: list[np.ndarray | None], value_type) -> pa.Array:
     offsets, flats, valid = [0], [], []
     for a in arrs:
         n = 0 if a is None else len(a)
@@ -74,9 +74,9 @@ def with_arrays(table: pa.Table, clouds: list[Cloud]) -> pa.Table:
     """``table`` with its point columns (and ``n_points``) replaced by ``clouds``, row by row."""
     def setc(t, name, arr):
         return t.set_column(t.schema.get_field_index(name), name, arr)
-    t = setc(table, "points", _list_of_triples([c.xyz for c in clouds], pa.float32()))
-    t = setc(t, "colors", _list_of_triples([c.colors for c in clouds], pa.uint8()))
-    t = setc(t, "normals", _list_of_triples([c.normals for c in clouds], pa.float32()))
+    t = setc(table, "points", list_of_triples([c.xyz for c in clouds], pa.float32()))
+    t = setc(t, "colors", list_of_triples([c.colors for c in clouds], pa.uint8()))
+    t = setc(t, "normals", list_of_triples([c.normals for c in clouds], pa.float32()))
     offs, flats, mask = [0], [], []
     for c in clouds:
         offs.append(offs[-1] + (0 if c.intensity is None else len(c.intensity)))

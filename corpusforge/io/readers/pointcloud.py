@@ -18,7 +18,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from corpusforge import schemas
-from corpusforge.pointcloud.clouds import bbox_diagonal, spacing
+from corpusforge.pointcloud.clouds import bbox_diagonal, list_of_triples, spacing
 from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, describe_os_error, dumps_meta,
                                          file_error_row, record_id)
 
@@ -130,22 +130,16 @@ def _to_uint8_colors(colors: np.ndarray) -> np.ndarray:
     return np.clip(np.rint(np.nan_to_num(c)), 0, 255).astype(np.uint8)
 
 
-def _list_of_triples(arr: np.ndarray, value_type: pa.DataType) -> pa.Array:
-    flat = pa.array(np.ascontiguousarray(arr).reshape(-1), type=value_type)
-    triples = pa.FixedSizeListArray.from_arrays(flat, 3)
-    return pa.ListArray.from_arrays(pa.array([0, len(arr)], pa.int32()), triples)
-
-
 def pointcloud_table(source: str, xyz: np.ndarray, *, colors=None, normals=None, intensity=None, group=None,
                      src_path=None, meta=None, nonfinite: int | None = None, rid: str | None = None) -> pa.Table:
     """One point cloud as a one-row table of the pointcloud schema."""
     xyz = np.ascontiguousarray(xyz, dtype=np.float32)
     cols = {
         "id": [rid or record_id(source, xyz.tobytes())], "source": [source],
-        "points": _list_of_triples(xyz, pa.float32()), "n_points": pa.array([len(xyz)], pa.int64()),
-        "colors": _list_of_triples(_to_uint8_colors(colors), pa.uint8()) if colors is not None
+        "points": list_of_triples([xyz], pa.float32()), "n_points": pa.array([len(xyz)], pa.int64()),
+        "colors": list_of_triples([_to_uint8_colors(colors)], pa.uint8()) if colors is not None
         else pa.nulls(1, pa.list_(pa.list_(pa.uint8(), 3))),
-        "normals": _list_of_triples(np.asarray(normals, np.float32)[:, :3], pa.float32()) if normals is not None
+        "normals": list_of_triples([np.asarray(normals, np.float32)[:, :3]], pa.float32()) if normals is not None
         else pa.nulls(1, pa.list_(pa.list_(pa.float32(), 3))),
         "intensity": pa.ListArray.from_arrays(pa.array([0, len(xyz)], pa.int32()),
                                               pa.array(np.asarray(intensity, np.float32).reshape(-1)))
