@@ -61,7 +61,8 @@ def cmd_run(args) -> int:
                   _reasons(read["rejected_by_reason"]), "")
     for st in summary.stats["stages"].values():
         table.add_row(st["stage"], str(st["rows_in"]), str(st["kept"]), str(st["rejected"]),
-                      _reasons(st["rejected_by_reason"]), f"{st['seconds']:.2f}")
+                      # a global stage's time is its filter passes plus its resolve (the group-wide work)
+                      _reasons(st["rejected_by_reason"]), f"{st['seconds'] + st.get('resolve_seconds', 0):.2f}")
     if not args.quiet:
         out.print(table)
     out.print(f"output:   {summary.out}/manifest.json\nrejected: {summary.out}/rejected/manifest.json\n"
