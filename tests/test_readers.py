@@ -12,7 +12,8 @@ from conftest import shared
 from corpusforge.io.readers.images import ImageFolderReader
 from corpusforge.io.readers.jsonl import JsonlReader
 from corpusforge.io.readers.parquet import ParquetReader
-from corpusforge.io.readers.pointcloud import PointCloudReader, points_numpy
+from corpusforge.io.readers.pointcloud import PointCloudReader
+from corpusforge.pointcloud.clouds import arrays
 from corpusforge.io.readers.text import TextReader
 
 
@@ -151,7 +152,7 @@ def test_reads_every_real_pcl_cloud(name):
     path = shared("pointcloud", name)
     recs, rejs = _read(pc_reader(), path)
     assert rejs is None and recs.num_rows == 1
-    pts = points_numpy(recs.column("points"), 0)
+    pts = arrays(recs, 0).xyz
     assert pts.dtype == np.float32 and pts.shape == (recs.column("n_points")[0].as_py(), 3)
     assert np.isfinite(pts).all()
     header = path.read_bytes()[:600].decode("ascii", "replace")

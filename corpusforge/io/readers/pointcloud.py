@@ -152,13 +152,6 @@ def pointcloud_table(source: str, xyz: np.ndarray, *, colors=None, normals=None,
     return pa.table(cols)
 
 
-def points_numpy(column: pa.ListArray | pa.ChunkedArray, row: int) -> np.ndarray:
-    """The (N, 3) float32 points of one row, as a view on the Arrow buffer (no copy)."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    triples = column[row].values
-    return triples.values.to_numpy(zero_copy_only=False).reshape(-1, 3)
-
 
 def check_pcd_header(path: Path) -> str | None:
     """Return what is wrong with a PCD header, or None when it is consistent."""
