@@ -23,6 +23,10 @@ STAGES: dict[str, str] = {
     "text.near_dedup": "corpusforge.text.near_dedup:NearDedup",
     "text.partial_dedup": "corpusforge.text.partial_dedup:PartialDedup",
     "text.line_dedup": "corpusforge.text.line_dedup:LineDedup",
+    "image.validate": "corpusforge.image.validate:Validate",
+    "image.quality": "corpusforge.image.quality:Quality",
+    "image.near_dedup": "corpusforge.image.near_dedup:ImageNearDedup",
+    "image.augment": "corpusforge.image.augment:ImageAugment",
 }
 
 READERS: dict[str, str] = {

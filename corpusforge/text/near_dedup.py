@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field, model_validator
 
+from corpusforge.clusters import FixedRows, clusters, gather_column
 from corpusforge.stage import GlobalStage, StageConfig, StageStats, write_decisions
 from corpusforge.text.features import languages, is_cjk
 from corpusforge.text.minhash import band_keys, shingle, signatures
@@ -131,7 +132,8 @@ class NearDedup(GlobalStage):
         pairs = np.unique(np.concatenate(edges).astype(np.int64), axis=0)
         stats.counters["candidate_pairs"] = len(pairs)
 
-        sigs = _CandidateSignatures(files, sizes, np.unique(pairs), c.num_perm)
+        sigs = FixedRows(files, sizes, np.unique(pairs), "sig", 4 * c.num_perm)
+        sigs.rows = sigs.rows.view(np.uint32)      # signatures are uint32 rows
         similarity = (sigs[pairs[:, 0]] == sigs[pairs[:, 1]]).mean(axis=1)
         if c.verify == "signature":
             pairs, similarity = pairs[similarity >= c.threshold], similarity[similarity >= c.threshold]
@@ -144,73 +146,26 @@ class NearDedup(GlobalStage):
             write_decisions(workdir, _empty_decisions())
             return
 
-        from scipy.sparse import coo_matrix
-        from scipy.sparse.csgraph import connected_components
-
-        graph = coo_matrix((np.ones(len(pairs), np.int8), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
-        _, labels = connected_components(graph, directed=False)
-        sizes_by_label = np.bincount(labels)
-        members = np.flatnonzero(sizes_by_label[labels] > 1)
         score = None
         if c.representative_score:
             score = np.concatenate([pq.read_table(f, columns=["score"]).column("score").to_numpy(zero_copy_only=False)
                                     for f in files]).astype(np.float64)
-        df = pl.DataFrame({"gid": members, "label": labels[members],
-                           "score": (np.nan_to_num(score[members], nan=-np.inf) if score is not None
-                                     else np.zeros(len(members)))})
-        reps = (df.sort(["label", "score", "gid"], descending=[False, True, False])
-                .group_by("label", maintain_order=True).first())
-        rep_of_label = dict(zip(reps["label"].to_list(), reps["gid"].to_list()))
-        rep = np.array([rep_of_label[l] for l in labels[members]], dtype=np.int64)
-        ids = _gather_column(files, sizes, np.unique(rep), "id")
+        cl = clusters(pairs, n, [score] if score is not None else [])
+        members, rep, is_rep, size = cl.members, cl.rep, cl.is_rep, cl.size
+        ids = gather_column(files, sizes, np.unique(rep), "id")
         est = (sigs[members] == sigs[rep]).mean(axis=1)
-        is_rep = members == rep
-        size = sizes_by_label[labels[members]]
         detail = [None if r else f"near-duplicate of {ids[int(p)]} (cluster of {s}; estimated Jaccard {j:.2f})"
                   for r, p, s, j in zip(is_rep, rep, size, est)]
-        stats.counters["clusters"] = len(rep_of_label)
+        stats.counters["clusters"] = cl.count
         stats.counters["duplicates"] = int((~is_rep).sum())
-        stats.counters["largest_cluster"] = int(sizes_by_label.max())
+        stats.counters["largest_cluster"] = cl.largest
         write_decisions(workdir, pa.table({
             "unit": units[members].astype(np.int32), "row": rows_in_unit[members],
             "reason": pa.array([None if r else "near_duplicate" for r in is_rep], pa.string()),
             "detail": pa.array(detail, pa.string()),
             "tag_minhash_cluster": pa.array([ids[int(p)] for p in rep], pa.string()),
         }))
-        np.save(workdir / "cluster_sizes.npy", np.bincount(sizes_by_label[sizes_by_label > 1]))
-
-
-def _gather_column(files: list[str], sizes: np.ndarray, gids: np.ndarray, column: str) -> dict[int, object]:
-    """{global id: value} of one column for the given (sorted) global ids, file by file."""
-    out, start = {}, 0
-    for f, size in zip(files, sizes):
-        lo, hi = np.searchsorted(gids, [start, start + size])
-        if hi > lo:
-            values = pq.read_table(f, columns=[column]).column(0).take(pa.array(gids[lo:hi] - start)).to_pylist()
-            out.update(zip(gids[lo:hi].tolist(), values))
-        start += size
-    return out
-
-
-class _CandidateSignatures:
-    """Signatures of the documents in candidate pairs only, read unit file by unit file (one
-    file's signature column in memory at a time), indexed by global id."""
-
-    def __init__(self, files: list[str], sizes: np.ndarray, gids: np.ndarray, num_perm: int):
-        self.gids = gids
-        self.sig = np.empty((len(gids), num_perm), dtype=np.uint32)
-        start = 0
-        for f, size in zip(files, sizes):
-            lo, hi = np.searchsorted(gids, [start, start + size])
-            if hi > lo:
-                col = pq.read_table(f, columns=["sig"]).column("sig").combine_chunks()
-                raw = np.frombuffer(col.buffers()[1], dtype=np.uint32, count=len(col) * num_perm,
-                                    offset=col.offset * 4 * num_perm).reshape(len(col), num_perm)
-                self.sig[lo:hi] = raw[gids[lo:hi] - start]
-            start += size
-
-    def __getitem__(self, gid: np.ndarray) -> np.ndarray:
-        return self.sig[np.searchsorted(self.gids, gid)]
+        np.save(workdir / "cluster_sizes.npy", cl.size_histogram())
 
 
 def _exact_jaccard(files: list[str], offsets: np.ndarray, pairs: np.ndarray) -> np.ndarray:

@@ -2,29 +2,29 @@
 
 The reader reads the header (format, size, mode) with Pillow and checks the file's end
 marker (truncation); full decoding, EXIF orientation and quality checks are stages. Files that are empty, unreadable, larger than
-``max_bytes``, or whose header Pillow cannot parse are rejected with the error, their
+``max_bytes``, whose header Pillow cannot parse (``corrupt_image``) or promises more than
+``max_pixels`` (``decompression_bomb``) are rejected with the error, their
 bytes kept in rejected/ so they can be inspected (the quarantine).
 """
 
 from __future__ import annotations
 
-import io
-import warnings
 from pathlib import Path
 from typing import Iterator
 
 import pyarrow as pa
 import xxhash
-from PIL import Image, UnidentifiedImageError
 from pydantic import Field
 
 from corpusforge import schemas
+from corpusforge.image.decode import DEFAULT_MAX_PIXELS, ImageProblem, open_image
 from corpusforge.io.readers.base import ReadBatch, Reader, ReaderConfig, describe_os_error, file_error_row, record_id
 
 
 class ImageFolderConfig(ReaderConfig):
     label_from_parent: bool = Field(False, description="Use the parent folder's name as the record's label.")
     max_bytes: int = Field(64 << 20, gt=0, description="Files larger than this are rejected unread.")
+    max_pixels: int = Field(DEFAULT_MAX_PIXELS, gt=0, description="Decompression-bomb limit on width x height, from the header.")
 
 
 class ImageFolderReader(Reader):
@@ -53,13 +53,10 @@ class ImageFolderReader(Reader):
             yield reject("empty_file", "0 bytes")
             return
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error", Image.DecompressionBombWarning)
-                with Image.open(io.BytesIO(data)) as im:
-                    fmt, (w, h), mode = im.format, im.size, im.mode
-        except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError,
-                Image.DecompressionBombWarning) as exc:
-            yield reject("corrupt_image", f"{type(exc).__name__}: {exc}", data)
+            with open_image(data, cfg.max_pixels) as im:
+                fmt, (w, h), mode = im.format, im.size, im.mode
+        except ImageProblem as p:
+            yield reject("corrupt_image" if p.reason == "decode_error" else p.reason, p.detail, data)
             return
         problem = truncation(fmt, data)
         if problem:

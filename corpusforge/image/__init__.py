@@ -1,0 +1,1 @@
+"""Image stages (Pillow, OpenCV, imagehash, scikit-image): validation, quality, near-duplicates, augmentation."""
