@@ -87,18 +87,28 @@ def has_alpha(im: Image.Image) -> bool:
     return im.mode in ("RGBA", "LA", "PA", "La", "RGBa") or (im.mode == "P" and "transparency" in im.info)
 
 
-def analysis_image(data: bytes, min_side: int = 0, max_pixels: int = DEFAULT_MAX_PIXELS,
-                   background: tuple[int, int, int] = (255, 255, 255)) -> Image.Image:
-    """The image as 8-bit RGB or L, EXIF-oriented, alpha flattened, first frame only. With
-    ``min_side`` > 0, a JPEG is decoded at the smallest DCT scale whose sides are all at
-    least ``min_side`` (Pillow's ``draft``)."""
+def analysis_image(data: bytes, min_side: int = 0, min_pixels: int = 0, max_pixels: int = DEFAULT_MAX_PIXELS,
+                   background: tuple[int, int, int] = (255, 255, 255), box_reduce: bool = True) -> Image.Image:
+    """The image as 8-bit RGB or L, EXIF-oriented, alpha flattened, first frame only.
+
+    With ``min_side`` or ``min_pixels``, the image may come back smaller, but never with a side
+    under ``min_side`` nor fewer than ``min_pixels`` pixels: a JPEG is decoded at the smallest
+    sufficient DCT scale (Pillow's ``draft``), and any image is then box-reduced by the largest
+    sufficient integer factor (``Image.reduce``, unless ``box_reduce`` is false), so that the
+    conversions after it work on a small image. (A box reduce followed by another resize
+    smooths more than one area resize: measurements of sharpness ask for ``box_reduce=False``.)
+    """
     im = open_image(data, max_pixels)
-    if min_side and im.format == "JPEG":
-        w, h = im.size
-        scale = max(min_side / w, min_side / h)
-        if scale < 1:
-            im.draft(im.mode if im.mode in ("RGB", "L") else None, (int(w * scale) + 1, int(h * scale) + 1))
+    w, h = im.size
+    scale = max(min_side / w, min_side / h, (min_pixels / (w * h)) ** 0.5)
+    if 0 < scale < 1 and im.format == "JPEG":
+        im.draft(im.mode if im.mode in ("RGB", "L") else None, (int(w * scale) + 1, int(h * scale) + 1))
     load(im)
+    if box_reduce and 0 < scale < 1 and im.mode in ("RGB", "L", "RGBA", "LA"):
+        w, h = im.size
+        factor = int(min(w / max(min_side, 1), h / max(min_side, 1), (w * h / max(min_pixels, 1)) ** 0.5))
+        if factor >= 2:
+            im = im.reduce(factor)
     try:
         im = ImageOps.exif_transpose(im)
     except Exception:  # noqa: BLE001 - a broken EXIF block must not lose the image

@@ -1,31 +1,34 @@
 """``image.quality``: low-quality removal by configurable rules, each with a score on the record.
 
 Every image larger than a working size (``working_pixels``, about 256 x 256, aspect kept) is
-shrunk to it first (OpenCV's area interpolation; JPEGs decoded at a DCT-scaled draft), so
-scores and thresholds do not depend on the image's resolution: the sharpness of a photo and of
-its 2x enlargement differ by at most 15% on scikit-image's photos, while a Gaussian blur of
-sigma 2 divides it by 3 to 100. Smaller images are measured as they are (never interpolated
-up, which would blur what is measured); the resolution rule is the one for them. Scores are written for every row; the first failing rule, in the
-order below, is the reject reason, and its detail names the score and the threshold. A rule
-whose threshold is ``null`` only scores.
+shrunk to it first (OpenCV's area interpolation; a JPEG of more than 16 working sizes is first
+decoded at a DCT-scaled draft, with a 4x-per-side margin because DCT scaling smooths more than
+an area resize), so scores and thresholds do not depend on the image's resolution: the
+sharpness of a 4x enlargement is 0.81 to 1.24 times the photo's on scikit-image's photos, PNG
+and JPEG alike. Smaller images are measured as they are (never interpolated up, which would
+blur what is measured); the resolution rule is the one for them. Scores are written for every
+row; the first failing rule, in the order below, is the reject reason, and its detail names
+the score and the threshold. A rule whose threshold is ``null`` only scores.
 
 | rule | score column | reason |
 |---|---|---|
 | resolution: ``min_width``, ``min_height``, ``min_pixels`` | (width, height) | ``low_resolution`` |
 | aspect: ``max_aspect_ratio`` (long side / short side) | ``score_image_aspect`` | ``extreme_aspect_ratio`` |
-| contrast: ``min_contrast`` | ``score_image_contrast``: RMS contrast, std of grey / 255 | ``low_contrast`` |
 | under-exposure: ``max_dark_share``, ``min_brightness`` | ``score_image_dark_share`` (share of pixels <= ``dark_level``), ``score_image_brightness`` (mean grey / 255) | ``underexposed`` |
 | over-exposure: ``max_bright_share``, ``max_brightness`` | ``score_image_bright_share`` (share >= ``bright_level``) | ``overexposed`` |
+| contrast: ``min_contrast`` | ``score_image_contrast``: RMS contrast, std of grey / 255 | ``low_contrast`` |
 | blur: ``min_sharpness`` | ``score_image_sharpness``: variance of the Laplacian (OpenCV, 3x3) of the grey image at the working size, intensities in 0..255 | ``blurry`` |
 | hooks (watermark, ads, ...): ``hooks`` | ``score_image_<name>`` | ``<name>`` |
 
 Defaults are calibrated on scikit-image's images (``bench/bench_image_quality.py``, table in
-bench/RESULTS.md): its photographs pass (a night-sky image, a black-background silhouette and
-a low-contrast moon included); what fails by default is a uniform image, a 30:1 banner, blur
-of sigma 2 on most photos, and of the real images only the microscopy ``cell`` and the
-synthetic ``colorwheel`` (sharpness below 10: no edges at all). Sharpness is content-dependent
-by nature: lower ``min_sharpness`` for microscopy, medical or remote-sensing sets, and read the
-score histograms in the run report before choosing.
+bench/RESULTS.md): all of its photographs pass, a night sky, a black-background silhouette and a
+low-contrast moon included; of its 21 images only the microscopy ``cell`` and the synthetic
+``colorwheel`` fail (sharpness below 10: almost no edges). Uniform images, banners, an 8x
+darkening of most photos and a 3x brightening of bright ones fail. Sharpness is relative by
+nature: a Gaussian blur of sigma 2 divides it by 3 to 100, but the absolute default (10) only
+catches strong blur on detailed photos; raise ``min_sharpness`` for a corpus of sharp photos,
+lower it for microscopy, medical or remote-sensing sets, and read the score histograms in the
+run report before choosing.
 
 A hook is ``module:function`` taking a list of RGB ``uint8`` arrays (working size) and the
 batch's Arrow table, and returning one float per image; an image is rejected with the
@@ -107,8 +110,8 @@ class Quality(Stage):
 
     def analyse(self, data: bytes) -> tuple[dict[str, float], np.ndarray]:
         c: QualityConfig = self.config
-        side = int(c.working_pixels ** 0.5)
-        im = analysis_image(data, min_side=side // 2, max_pixels=c.max_pixels)
+        # a JPEG draft (DCT scaling) smooths more than an area resize: keep 4x per side of margin
+        im = analysis_image(data, min_pixels=16 * c.working_pixels, max_pixels=c.max_pixels, box_reduce=False)
         w, h = im.size
         rgb = rgb_array(im)
         if w * h > c.working_pixels:       # only ever shrink: interpolating up would blur what it measures
@@ -161,14 +164,14 @@ class Quality(Stage):
                 return "low_resolution", f"{w}x{h} below {c.min_width}x{c.min_height}"
             if c.min_pixels and w * h < c.min_pixels:
                 return "low_resolution", f"{w * h} pixels < min_pixels {c.min_pixels}"
-        # a uniform or a dark image is also "blurry" (no edges): the more specific reasons come first
+        # a dark image also has low contrast, and a uniform or dark one no edges: specific reasons first
         checks = (
             ("extreme_aspect_ratio", "aspect", ">", c.max_aspect_ratio),
-            ("low_contrast", "contrast", "<", c.min_contrast),
             ("underexposed", "dark_share", ">", c.max_dark_share),
             ("underexposed", "brightness", "<", c.min_brightness),
             ("overexposed", "bright_share", ">", c.max_bright_share),
             ("overexposed", "brightness", ">", c.max_brightness),
+            ("low_contrast", "contrast", "<", c.min_contrast),
             ("blurry", "sharpness", "<", c.min_sharpness),
         )
         for reason, score, op, limit in checks:
