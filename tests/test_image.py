@@ -384,3 +384,33 @@ def test_demo_image_pipeline(tmp_path):
     assert originals.num_rows + rejected.num_rows == files
     names = {Path(p).name for p in rejected.column("src_path").to_pylist()}
     assert {"photo_00_q40.jpg", "photo_00_mirror.jpg", "truncated.jpg", "zero_bytes.jpg"} <= names
+
+
+def test_dedup_embedding_verification(tmp_path):
+    im = photo("astronaut")
+    table = image_table([(encode(im), "a.jpg"), (encode(im, quality=40), "b.jpg"), (encode(im, quality=30), "c.jpg")])
+    table = table.append_column("features", pa.array([[1.0, 0.0], [0.99, 0.05], [0.0, 1.0]], pa.list_(pa.float32())))
+    out, stats = dedup_run(table, tmp_path, verify=["ssim", "embedding"], embedding_column="features")
+    assert out.rejected.column("src_path").to_pylist() == ["b.jpg"]      # c's features disagree
+    assert stats.counters["rejected_by_embedding"] >= 1
+    with pytest.raises(KeyError, match="embedding_column"):
+        dedup_run(table, tmp_path, verify=["embedding"])
+
+
+def test_dedup_across_units_matches_one_unit(tmp_path):
+    """Map, reduce, map over several units (one file each) finds the same clusters as one unit."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in ("astronaut", "camera", "coffee"):
+        im = photo(name)
+        (folder / f"{name}.jpg").write_bytes(encode(im))
+        (folder / f"{name}_small.jpg").write_bytes(variants(im)["resized_half"])
+    results = {}
+    for label, unit_bytes in (("one", 1 << 30), ("many", 1)):
+        cfg = {"name": "d", "kind": "image", "unit_bytes": unit_bytes,
+               "inputs": [{"format": "images", "paths": [str(folder)], "source": "s"}],
+               "stages": [{"stage": "image.near_dedup"}], "output": {"path": str(tmp_path / label)}}
+        runner.run(cfg)
+        kept = pq.read_table(list((tmp_path / label).glob("*.parquet")))
+        results[label] = sorted(Path(p).name for p in kept.column("src_path").to_pylist())
+    assert results["one"] == results["many"] == ["astronaut.jpg", "camera.jpg", "coffee.jpg"]

@@ -25,8 +25,9 @@ from corpusforge.io.dataset import Dataset
 from corpusforge.report import svg
 
 MAX_ROWS = 200_000          # rows read for distributions (the first ones, in manifest order)
+CLUSTER_TAGS = ("tag_minhash_cluster", "tag_image_cluster")     # a near-duplicate cluster's representative id
 LIGHT = ("source", "lang", "n_tokens", "width", "height", "format", "n_points", "reject_stage", "reject_reason",
-         "tag_minhash_cluster", "id")
+         "id") + CLUSTER_TAGS
 
 
 def _table(ds: Dataset | None, text: bool = False):
@@ -104,8 +105,9 @@ def _dedup(kept, rejected) -> dict:
     out = {}
     tags = []
     for t in (kept, rejected):
-        if t is not None and "tag_minhash_cluster" in t.column_names:
-            tags += [x for x in t.column("tag_minhash_cluster").to_pylist() if x]
+        for col in CLUSTER_TAGS:
+            if t is not None and col in t.column_names:
+                tags += [x for x in t.column(col).to_pylist() if x]
     if tags:
         sizes = np.unique(np.unique(tags, return_counts=True)[1], return_counts=True)
         out["cluster_sizes"] = {int(k): int(v) for k, v in zip(*sizes)}
