@@ -47,6 +47,7 @@ demo: $(STAMP)
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_tokenize.yaml -q
 	$(VENV)/bin/corpusforge mix data_samples/configs/demo_mix.yaml
 	$(VENV)/bin/corpusforge train trainer/configs/demo.yaml
+	$(VENV)/bin/corpusforge compress quantize trainer/configs/compress_demo.yaml
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_images.yaml -q
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_pointclouds.yaml -q
 	$(VENV)/bin/corpusforge validate out/demo/text
@@ -57,6 +58,7 @@ demo: $(STAMP)
 	@echo "  tokens:       out/demo/tokens/manifest.json (tokenizer: out/demo/tokens/tokenizer.json)"
 	@echo "  training set: out/demo/mix/manifest.json (mixed by token share, curriculum order)"
 	@echo "  training run: out/demo/train (metrics.jsonl, summary.json, checkpoints/, tensorboard/)"
+	@echo "  compressed:   out/demo/compress (int8 weight-only model + report.md)"
 	@echo "Reports (open in a browser, offline):"
 	@echo "  out/demo/text/report.html  out/demo/mix/report.html  out/demo/images/report.html  out/demo/pointclouds/report.html"
 	@echo "  images:       out/demo/images/manifest.json"

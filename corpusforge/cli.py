@@ -211,6 +211,12 @@ def cmd_train(args) -> int:
     return EXIT_OK
 
 
+def cmd_compress(args) -> int:
+    from trainer.compress.cli import main as compress_main
+
+    return compress_main([args.method, args.config] + [f"--set={kv}" for kv in (args.set or [])])
+
+
 def cmd_mix(args) -> int:
     from corpusforge.mix.build import build
     from corpusforge.mix.config import load as load_mix
@@ -279,6 +285,11 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("config", help="trainer YAML (trainer/configs/*.yaml)")
     tr.add_argument("--set", action="append", metavar="KEY=VALUE", help="override, e.g. optim.lr=3e-4")
     tr.set_defaults(fn=cmd_train)
+    cp = sub.add_parser("compress", help="quantize, prune or distill a model the trainer trained")
+    cp.add_argument("method", choices=["quantize", "prune", "distill"])
+    cp.add_argument("config", help="compression YAML (trainer/configs/compress_*.yaml)")
+    cp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override, e.g. prune.sparsity=0.3")
+    cp.set_defaults(fn=cmd_compress)
     mx = sub.add_parser("mix", help="mix cleaned datasets into a training set (proportions, curriculum)")
     mx.add_argument("config", help="mix YAML (see data_samples/configs/demo_mix.yaml)")
     mx.add_argument("--set", action="append", metavar="KEY=VALUE")

@@ -1,0 +1,298 @@
+"""What every compression method shares: the trained run it starts from, the held-out
+measurement (loss, perplexity, tokens/s, bytes, error against the fp32 model), one fine-tuning
+loop, and saving the result with its report.
+
+A *run* is a finished trainer ``out_dir``: ``config.json`` (the model and the dataset) and
+``final_model_stage*.pt`` (the full weights; a pipeline-parallel run's stages are merged).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from trainer.config import TrainConfig, _build
+from trainer.data import PackedSequences, TokenLoader, TokenStream, split
+from trainer.model import GPT, ModelConfig
+
+
+class CompressError(ValueError):
+    """A compression request that cannot be met; the message says what to change."""
+
+
+@dataclass
+class QuantizeConfig:
+    # int8_weight_only | int8_dynamic | int4_weight_only | nf4 | static | qat | int4_tinygemm
+    methods: list = field(default_factory=lambda: ["int8_weight_only", "int8_dynamic", "int4_weight_only", "nf4",
+                                                   "static", "qat"])
+    group_size: int = 32              # int4_weight_only, nf4 blocks, static per_group, qat
+    granularity: str = "per_channel"  # static weights: per_tensor | per_channel | per_group
+    scheme: str = "symmetric"         # static and int4: symmetric | asymmetric (zero point)
+    observer: str = "minmax"          # static activations: minmax | moving_average | histogram
+    momentum: float = 0.01            # moving_average: PyTorch's default averaging constant
+    qat_steps: int = 200              # fake-quantized fine-tuning steps (and the same for its baseline)
+    qat_lr: float = 1e-4
+
+
+@dataclass
+class PruneConfig:
+    kind: str = "unstructured"        # unstructured | structured
+    scope: str = "global"             # unstructured: layer | global
+    sparsity: float = 0.5             # unstructured: share of linear weights zeroed; structured: share of units removed
+    target: str = "mlp"               # structured: mlp | heads | both
+    importance: str = "l2"            # structured: l1 | l2 | activation | taylor
+    schedule: str = "one_shot"        # one_shot | iterative
+    iterations: int = 4               # iterative: prune steps, cubic schedule to the target
+    finetune_steps: int = 200         # in total (split over the iterations)
+    lr: float = 1e-4
+
+
+@dataclass
+class DistillConfig:
+    student: ModelConfig = field(default_factory=lambda: ModelConfig(n_layer=2, n_head=4, d_model=96))
+    alpha: float = 0.5                # weight of the soft-target loss
+    temperature: float = 2.0
+    hidden_weight: float = 0.0        # > 0: add patient (intermediate-layer) distillation
+    steps: int = 500
+    lr: float = 1e-3
+    warmup_steps: int = 50
+    baseline: bool = True             # also train the same student from scratch on the same batches
+
+
+@dataclass
+class CompressConfig:
+    run: str = ""                     # a finished trainer out_dir
+    out_dir: str = "out/compress"
+    batch_size: int = 12
+    eval_batches: int = 20
+    calibration_batches: int = 8
+    seed: int = 1337
+    quantize: QuantizeConfig = field(default_factory=QuantizeConfig)
+    prune: PruneConfig = field(default_factory=PruneConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
+
+
+def load_config(path: str | Path | None, overrides: list[str] | None = None) -> CompressConfig:
+    import yaml
+
+    raw = (yaml.safe_load(Path(path).read_text()) if path else {}) or {}
+    for item in overrides or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+        node = raw
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = yaml.safe_load(value)
+    cfg = _build(CompressConfig, raw, "")
+    if not cfg.run:
+        raise ValueError("run: required (a finished trainer out_dir with config.json and final_model_stage0.pt)")
+    choices = {
+        "quantize.granularity": (cfg.quantize.granularity, {"per_tensor", "per_channel", "per_group"}),
+        "quantize.scheme": (cfg.quantize.scheme, {"symmetric", "asymmetric"}),
+        "quantize.observer": (cfg.quantize.observer, {"minmax", "moving_average", "histogram"}),
+        "prune.kind": (cfg.prune.kind, {"unstructured", "structured"}),
+        "prune.scope": (cfg.prune.scope, {"layer", "global"}),
+        "prune.target": (cfg.prune.target, {"mlp", "heads", "both"}),
+        "prune.importance": (cfg.prune.importance, {"l1", "l2", "activation", "taylor"}),
+        "prune.schedule": (cfg.prune.schedule, {"one_shot", "iterative"}),
+    }
+    for name, (value, allowed) in choices.items():
+        if value not in allowed:
+            raise ValueError(f"{name}: {value!r} is not one of {sorted(allowed)}")
+    if not 0 < cfg.prune.sparsity < 1:
+        raise ValueError(f"prune.sparsity: must be in (0, 1), got {cfg.prune.sparsity}")
+    if not 0 <= cfg.distill.alpha <= 1:
+        raise ValueError(f"distill.alpha: must be in [0, 1], got {cfg.distill.alpha}")
+    if cfg.distill.temperature <= 0:
+        raise ValueError(f"distill.temperature: must be > 0, got {cfg.distill.temperature}")
+    return cfg
+
+
+@dataclass
+class Trained:
+    """A finished run: its config, model (fp32, eval mode) and data splits."""
+
+    train_cfg: TrainConfig
+    model: GPT
+    train: PackedSequences
+    val: PackedSequences
+    vocab_size: int
+
+    def loader(self, batch_size: int, seed: int, rank: int = 0, world: int = 1) -> TokenLoader:
+        """Training batches drawn as the run drew them (its shuffle window and sampling)."""
+        d = self.train_cfg.data
+        return TokenLoader(self.train, batch_size, rank, world, seed, d.shuffle_window, 0, d.epoch_shift,
+                           d.sampling == "random")
+
+
+def load_run(run: str | Path) -> Trained:
+    run = Path(run)
+    if not (run / "config.json").exists():
+        raise CompressError(f"run: {run} has no config.json (give a finished trainer out_dir)")
+    stages = sorted(run.glob("final_model_stage*.pt"))
+    if not stages:
+        raise CompressError(f"run: {run} has no final_model_stage0.pt (the run did not finish)")
+    tc = _build(TrainConfig, json.loads((run / "config.json").read_text()), "")
+    state = {}
+    for f in stages:                              # pipeline stages hold disjoint parts of one model
+        state.update(torch.load(f, map_location="cpu", weights_only=True))
+    if tc.model.vocab_size == 0:              # config.json is written before the tokenizer names it
+        tc.model.vocab_size = state["tok_embeddings.weight"].shape[0]
+    model = GPT(tc.model)
+    model.load_state_dict(state)
+    model.eval()
+    stream = TokenStream.open(tc.data.dataset, run / "cache", verify=False)
+    train, val = split(stream.tokens, tc.model.seq_len, tc.data.val_fraction)
+    return Trained(tc, model, train, val, tc.model.vocab_size)
+
+
+# ---- measurement --------------------------------------------------------------------------
+
+def batches(seqs: PackedSequences, batch_size: int, n: int, seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The first n batches of ``seqs`` in order (held-out evaluation, calibration)."""
+    loader = TokenLoader(seqs, batch_size, 0, 1, seed)
+    return [next(loader) for _ in range(min(n, len(seqs) // batch_size))]
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Storage of a tensor, looking inside tensor subclasses (torchao's int data + scales, NF4)."""
+    t = t.data if isinstance(t, torch.nn.Parameter) else t
+    if type(t) is not torch.Tensor and hasattr(t, "__tensor_flatten__"):
+        names, _ = t.__tensor_flatten__()
+        return sum(tensor_bytes(getattr(t, n)) for n in names)
+    return t.numel() * t.element_size()
+
+
+def weight_bytes(model: torch.nn.Module) -> dict:
+    """Bytes of linear-layer weights and of all parameters and buffers (tied weights once)."""
+    seen, linear, total = set(), 0, 0
+    for mod in model.modules():
+        for name, t in list(mod.named_parameters(recurse=False)) + list(mod.named_buffers(recurse=False)):
+            if id(t) in seen or name == "rope":
+                continue
+            seen.add(id(t))
+            b = tensor_bytes(t)
+            total += b
+            if _is_linear(mod) and name != "bias":      # weights, or quantized weights and their scales
+                linear += b
+    return {"linear_weight_bytes": linear, "total_bytes": total}
+
+
+def _is_linear(mod) -> bool:
+    return isinstance(mod, torch.nn.Linear) or type(mod).__name__.endswith("Linear")
+
+
+def count_weights(model: torch.nn.Module) -> int:
+    """Parameters, counting quantized weights stored as buffers (``qweight``) too."""
+    return sum(p.numel() for p in model.parameters()) + sum(b.numel() for n, b in model.named_buffers()
+                                                            if n.endswith("qweight"))
+
+
+@torch.no_grad()
+def measure(model: torch.nn.Module, data: list, reference: torch.nn.Module | None = None, speed_repeats: int = 3) -> dict:
+    """Held-out loss and perplexity, tokens/s (forward, best of ``speed_repeats`` passes), and
+    the error against the reference model's outputs: mean KL(reference || model) per token and
+    the largest absolute logit difference."""
+    model.eval()
+    loss = kl = 0.0
+    max_err = 0.0
+    for x, y in data:
+        logits = model(x).float()
+        loss += F.cross_entropy(logits.flatten(0, 1), y.flatten()).item()
+        if reference is not None:
+            ref = reference(x).float()
+            kl += F.kl_div(F.log_softmax(logits, -1).flatten(0, 1), F.log_softmax(ref, -1).flatten(0, 1),
+                           log_target=True, reduction="batchmean").item()
+            max_err = max(max_err, (logits - ref).abs().max().item())
+    n = max(len(data), 1)
+    if data:
+        model(data[0][0])                          # warm-up: thread pools, allocator, lazy init
+    best = float("inf")
+    for _ in range(speed_repeats):
+        t = time.perf_counter()
+        for x, _ in data:
+            model(x)
+        best = min(best, time.perf_counter() - t)
+    tokens = sum(x.numel() for x, _ in data)
+    out = {"loss": loss / n, "perplexity": math.exp(loss / n), "tokens_per_s": tokens / best if best > 0 else 0.0,
+           "params": count_weights(model), **weight_bytes(model)}
+    if reference is not None:
+        out.update({"kl_to_fp32": kl / n, "max_logit_error": max_err})
+    return out
+
+
+# ---- fine-tuning --------------------------------------------------------------------------
+
+def finetune(model: torch.nn.Module, trained: "Trained", steps: int, lr: float, batch_size: int, seed: int,
+             loss_fn=None, extra_params: list | None = None, warmup_steps: int = 0) -> list[float]:
+    """AdamW for ``steps`` steps on the run's training split, batches drawn as the run drew them
+    (deterministic for a seed), a linear warmup then constant ``lr``; gradient norm clipped at 1. ``loss_fn(model, x, y)``
+    defaults to cross-entropy. Under ``torchrun`` the model is wrapped in DDP and each rank
+    takes its share of every step's batch (the trainer's data-parallel schedule)."""
+    distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
+    rank, world = (torch.distributed.get_rank(), torch.distributed.get_world_size()) if distributed else (0, 1)
+    wrapped = torch.nn.parallel.DistributedDataParallel(model) if distributed else model
+    params = [p for p in model.parameters() if p.requires_grad] + list(extra_params or [])
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup_steps) if warmup_steps else 1.0)
+    loader = trained.loader(batch_size, seed, rank, world)
+    loss_fn = loss_fn or (lambda m, x, y: F.cross_entropy(m(x).flatten(0, 1).float(), y.flatten()))
+    losses = []
+    model.train()
+    for _ in range(steps):
+        x, y = next(loader)
+        loss = loss_fn(wrapped, x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
+def cross_entropy(model, x, y) -> torch.Tensor:
+    return F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
+
+
+def clone(model: torch.nn.Module) -> torch.nn.Module:
+    return copy.deepcopy(model)
+
+
+# ---- output -------------------------------------------------------------------------------
+
+def save(out_dir: Path, name: str, model: torch.nn.Module, model_cfg: ModelConfig, extra: dict | None = None) -> Path:
+    """``<out_dir>/<name>.pt``: the model config, its (possibly quantized or reshaped) state dict
+    and what is needed to rebuild it (``extra``: per-layer shapes after structured pruning)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{name}.pt"
+    torch.save({"model_config": dataclasses.asdict(model_cfg), "state_dict": model.state_dict(), **(extra or {})}, path)
+    return path
+
+
+def write_report(out_dir: Path, method: str, rows: dict[str, dict], notes: list[str] | None = None) -> None:
+    """report.json and report.md: one row per configuration, ratios against the fp32 row."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "report.json").write_text(json.dumps({"method": method, "rows": rows, "notes": notes or []}, indent=2))
+    base = rows.get("fp32")
+    lines = [f"# {method}", "", "| configuration | linear weight bytes | x smaller | params | held-out loss | vs fp32 | "
+             "perplexity | tokens/s | KL to fp32 |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in rows.items():
+        smaller = base["linear_weight_bytes"] / r["linear_weight_bytes"] if base and r.get("linear_weight_bytes") else float("nan")
+        rel = (r["loss"] / base["loss"] - 1) * 100 if base else float("nan")
+        lines.append(f"| {name} | {r.get('linear_weight_bytes', 0):,} | {smaller:.2f}x | {r.get('params', 0):,} | "
+                     f"{r['loss']:.4f} | {rel:+.2f}% | {r['perplexity']:.3f} | {r.get('tokens_per_s', 0):,.0f} | "
+                     f"{r.get('kl_to_fp32', float('nan')):.4f} |")
+    lines += [""] + [f"- {n}" for n in notes or []]
+    (out_dir / "report.md").write_text("\n".join(lines) + "\n")
