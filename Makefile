@@ -50,6 +50,9 @@ demo: $(STAMP)
 	$(VENV)/bin/corpusforge compress quantize trainer/configs/compress_demo.yaml
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_images.yaml -q
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_pointclouds.yaml -q
+	$(VENV)/bin/corpusforge run data_samples/configs/demo_acquire_text.yaml -q
+	$(VENV)/bin/corpusforge run data_samples/configs/demo_acquire_images.yaml -q
+	$(VENV)/bin/corpusforge run data_samples/configs/demo_acquire_pointclouds.yaml -q
 	$(VENV)/bin/corpusforge validate out/demo/text
 	$(VENV)/bin/corpusforge inspect out/demo/text --rows 1
 	@echo
@@ -62,6 +65,7 @@ demo: $(STAMP)
 	@echo "Reports (open in a browser, offline):"
 	@echo "  out/demo/text/report.html  out/demo/mix/report.html  out/demo/images/report.html  out/demo/pointclouds/report.html"
 	@echo "  images:       out/demo/images/manifest.json"
+	@echo "  acquisition:  out/demo/acquire/{text,images,pointclouds} (WARC, chats, CSV, save_to_disk, COCO, tar, KITTI, LAZ, meshes)"
 	@echo "  point clouds: out/demo/pointclouds/manifest.json"
 
 test: $(STAMP) testdeps

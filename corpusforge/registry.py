@@ -36,6 +36,13 @@ READERS: dict[str, str] = {
     "images": "corpusforge.io.readers.images:ImageFolderReader",
     "pointcloud": "corpusforge.io.readers.pointcloud:PointCloudReader",
     "dataset": "corpusforge.io.readers.dataset:DatasetReader",
+    "warc": "corpusforge.io.readers.warc:WarcReader",
+    "csv": "corpusforge.io.readers.tabular:CsvReader",
+    "hf_disk": "corpusforge.io.readers.tabular:HfDiskReader",
+    "coco": "corpusforge.io.readers.coco:CocoReader",
+    "kitti": "corpusforge.io.readers.lidar:KittiReader",
+    "las": "corpusforge.io.readers.lidar:LasReader",
+    "mesh": "corpusforge.io.readers.mesh:MeshReader",
 }
 
 

@@ -245,11 +245,147 @@ def make_pointclouds(out: Path) -> None:
     (out / "empty.xyz").write_text("")
 
 
+def make_acquisition(out: Path, rng: random.Random) -> None:
+    """One small input of every acquisition format, made from the samples above, with the flaws
+    the readers must handle: a WARC with UTF-8 and GBK pages, a lying charset header, a non-HTML
+    response and a redirect; a truncated WARC; chat turns, CSV, a save_to_disk folder; a COCO file
+    with a missing image and a tar of images; KITTI scans (one of a bad length) with labels and
+    calibration; a LAZ tile; meshes, one with degenerate faces and one with none."""
+    import gzip
+    import io
+    import json
+    import sys
+    import tarfile
+
+    import pyarrow as pa
+
+    sys.path.insert(0, str(HERE.parent / "bench"))
+    from web_pages import page, write_warc
+
+    out.mkdir(parents=True, exist_ok=True)
+    books = [" ".join(b.split()) for p in sorted((HERE / "text" / "books").glob("book_*.txt"))
+             for b in p.read_text().split("\n\n") if len(b) > 120]
+    with gzip.open(HERE / "text" / "news_zh.jsonl.gz", "rt") as f:
+        news = [json.loads(line)["content"] for line in f if line.strip()][:20]
+    prng = random.Random(1)
+    web = out / "web"
+    web.mkdir(exist_ok=True)
+    en = [page(books[i][:40], books[i:i + 4], "en", prng) for i in range(0, 12, 4)]
+    zh = [page(news[i][:20], news[i:i + 3], "zh", prng) for i in range(0, 9, 3)]
+    responses = [{"url": f"https://example.com/en/{i}", "body": h.encode()} for i, h in enumerate(en)]
+    responses += [{"url": f"https://example.cn/zh/{i}", "body": h.encode()} for i, h in enumerate(zh[:1])]
+    responses.append({"url": "https://gbk.example.cn/1", "content_type": "text/html; charset=gbk",
+                      "body": zh[1].replace('charset="utf-8"', 'charset="gbk"').encode("gbk", "replace")})
+    responses.append({"url": "https://liar.example.cn/2", "content_type": "text/html; charset=iso-8859-1",
+                      "body": zh[2].replace('<meta charset="utf-8">', "").encode("gbk", "replace")})
+    responses.append({"url": "https://example.com/logo.png", "content_type": "image/png", "body": b"\x89PNG\r\n\x1a\n"})
+    responses.append({"url": "https://example.com/old", "status": 301, "body": b""})
+    write_warc(web / "crawl.warc.gz", responses)
+    data = (web / "crawl.warc.gz").read_bytes()
+    (web / "cut_short.warc.gz").write_bytes(data[: int(len(data) * 0.6)])
+
+    chat = out / "chat"
+    chat.mkdir(exist_ok=True)
+    with open(chat / "conversations.jsonl", "w") as f:
+        for i in range(6):
+            turns = [{"role": "user", "content": books[i][:80]}, {"role": "assistant", "content": books[i + 1][:160]}]
+            f.write(json.dumps({"id": i, "messages": turns}) + "\n")
+        f.write(json.dumps({"id": 99, "messages": "not a list"}) + "\n")
+    tables = out / "tables"
+    tables.mkdir(exist_ok=True)
+    with open(tables / "reviews.csv", "w", newline="") as f:
+        import csv
+
+        w = csv.writer(f)
+        w.writerow(["review_id", "stars", "text"])
+        for i in range(8):
+            w.writerow([i, 1 + i % 5, books[i][:200]])
+        f.write("8,5\n")                                           # a short row
+    hf = out / "hf_dataset" / "train"
+    hf.mkdir(parents=True, exist_ok=True)
+    (out / "hf_dataset" / "dataset_dict.json").write_text(json.dumps({"splits": ["train"]}))
+    table = pa.table({"text": news[:10] + [None], "url": [f"https://news.example.cn/{i}" for i in range(11)]})
+    with pa.ipc.new_stream(hf / "data-00000-of-00001.arrow", table.schema) as w:
+        w.write_table(table, max_chunksize=4)
+    (hf / "state.json").write_text(json.dumps({"_data_files": [{"filename": "data-00000-of-00001.arrow"}]}))
+    (hf / "dataset_info.json").write_text(json.dumps({"features": {"text": {"dtype": "string"}, "url": {"dtype": "string"}}}))
+
+    from PIL import Image
+
+    coco = out / "coco"
+    (coco / "images").mkdir(parents=True, exist_ok=True)
+    photos = sorted((HERE / "images").glob("photo_0[3-8].jpg"))
+    entries, anns = [], []
+    for i, p in enumerate(photos):
+        (coco / "images" / p.name).write_bytes(p.read_bytes())
+        w, h = Image.open(p).size
+        entries.append({"id": i + 1, "file_name": p.name, "width": w, "height": h})
+        for k in range(1 + i % 3):
+            anns.append({"id": len(anns) + 1, "image_id": i + 1, "category_id": 1 + (i + k) % 2,
+                         "bbox": [10 * k, 12, 40, 30], "area": 1200, "iscrowd": 0,
+                         "segmentation": [[10, 12, 50, 12, 50, 42, 10, 42]]})
+    entries.append({"id": 99, "file_name": "missing.jpg", "width": 10, "height": 10})
+    anns.append({"id": 999, "image_id": 12345, "category_id": 1, "bbox": [0, 0, 1, 1]})     # names no image
+    (coco / "annotations.json").write_text(json.dumps(
+        {"images": entries, "annotations": anns, "categories": [{"id": 1, "name": "ball"}, {"id": 2, "name": "box"}]}))
+    with tarfile.open(out / "photos.tar", "w") as tf:
+        for p in sorted((HERE / "images").glob("photo_1*.jpg")):
+            tf.add(p, arcname=f"{'outdoor' if p.stem.endswith('0') else 'indoor'}/{p.name}")
+        tf.add(HERE / "images" / "truncated.jpg", arcname="indoor/truncated.jpg")
+
+    nrng = np.random.default_rng(3)
+    kitti = out / "kitti"
+    for d in ("velodyne", "label_2", "calib"):
+        (kitti / d).mkdir(parents=True, exist_ok=True)
+    ground = np.c_[nrng.uniform(0, 30, (3000, 2)) - [0, 15], np.full(3000, -1.7) + nrng.normal(0, 0.02, 3000)]
+    car = nrng.uniform([-2.0, -0.8, -1.7], [2.0, 0.8, -0.2], (600, 3)) + [12.0, 2.0, 0]
+    pts = np.vstack([ground, car])
+    scan = np.c_[pts, nrng.uniform(0, 1, len(pts))].astype("<f4")
+    (kitti / "velodyne" / "000000.bin").write_bytes(scan.tobytes())
+    (kitti / "velodyne" / "000001.bin").write_bytes(scan.tobytes()[:-6])            # cut short
+    # the car in camera coordinates (KITTI's nominal axes): bottom centre, h w l, yaw
+    (kitti / "label_2" / "000000.txt").write_text(
+        "Car 0.00 0 -1.57 600 170 700 220 1.50 1.60 4.00 -2.00 1.70 12.00 -1.57\n"
+        "DontCare -1 -1 -10 500 170 520 190 -1 -1 -1 -1000 -1000 -1000 -10\n")
+    (kitti / "calib" / "000000.txt").write_text(
+        "R0_rect: 1 0 0 0 1 0 0 0 1\nTr_velo_to_cam: 0 -1 0 0 0 0 -1 0 1 0 0 0\n")
+
+    import laspy
+
+    lidar = out / "lidar"
+    lidar.mkdir(exist_ok=True)
+    header = laspy.LasHeader(point_format=3, version="1.2")
+    header.scales = [0.001, 0.001, 0.001]
+    header.offsets = [500000.0, 4100000.0, 0.0]
+    las = laspy.LasData(header)
+    n = 4000
+    las.x = 500000 + nrng.uniform(0, 50, n)
+    las.y = 4100000 + nrng.uniform(0, 50, n)
+    las.z = 120 + nrng.normal(0, 0.3, n)
+    las.intensity = nrng.integers(0, 4000, n).astype(np.uint16)
+    las.classification = np.where(nrng.random(n) < 0.8, 2, 5).astype(np.uint8)
+    las.red, las.green, las.blue = (nrng.integers(0, 65535, n).astype(np.uint16) for _ in range(3))
+    las.write(lidar / "tile.laz")
+
+    meshes = out / "meshes"
+    meshes.mkdir(exist_ok=True)
+    v = [(x, y, z) for x in (0, 1) for y in (0, 1) for z in (0, 1)]
+    faces = [(0, 1, 3), (0, 3, 2), (4, 6, 7), (4, 7, 5), (0, 4, 5), (0, 5, 1), (2, 3, 7), (2, 7, 6),
+             (0, 2, 6), (0, 6, 4), (1, 5, 7), (1, 7, 3)]
+    (meshes / "cube.off").write_text("OFF\n8 12 0\n" + "".join(f"{a} {b} {c}\n" for a, b, c in v)
+                                     + "".join(f"3 {a} {b} {c}\n" for a, b, c in faces))
+    (meshes / "pyramid_degenerate.obj").write_text(
+        "v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nv 0.5 0.5 1\nv 2 2 2\n"
+        "f 1 2 5\nf 2 3 5\nf 3 4 5\nf 4 1 5\nf 1 3 2\nf 1 4 3\nf 1 1 2\nf 2 5 5\n")     # last two degenerate
+    (meshes / "points_only.off").write_text("OFF\n3 0 0\n0 0 0\n1 0 0\n0 1 0\n")
+
+
 def main() -> None:
     rng = random.Random(0)
     make_text(HERE / "text", rng)
     make_images(HERE / "images", rng)
     make_pointclouds(HERE / "pointclouds")
+    make_acquisition(HERE / "acquire", rng)
     total = sum(p.stat().st_size for p in HERE.rglob("*") if p.is_file())
     print(f"data_samples: {total / 1e6:.2f} MB")
 

@@ -9,6 +9,8 @@ bytes kept in rejected/ so they can be inspected (the quarantine).
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 from typing import Iterator
 
@@ -18,7 +20,7 @@ from pydantic import Field
 
 from corpusforge import schemas
 from corpusforge.image.decode import DEFAULT_MAX_PIXELS, ImageProblem, open_image
-from corpusforge.io.readers.base import ReadBatch, Reader, ReaderConfig, describe_os_error, file_error_row, record_id
+from corpusforge.io.readers.base import ReadBatch, Reader, ReaderConfig, describe_os_error, record_id, with_reasons
 
 
 class ImageFolderConfig(ReaderConfig):
@@ -27,50 +29,104 @@ class ImageFolderConfig(ReaderConfig):
     max_pixels: int = Field(DEFAULT_MAX_PIXELS, gt=0, description="Decompression-bomb limit on width x height, from the header.")
 
 
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff")
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".zip")
+
+
 class ImageFolderReader(Reader):
+    """Image files, and image members of tar/zip archives (read as a stream, member by member:
+    ``src_path`` is the archive, ``meta.member`` the member's name; with ``label_from_parent`` the
+    member's folder is the label)."""
+
     format = "images"
     kinds = ("image",)
     Config = ImageFolderConfig
-    suffixes = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff")
+    suffixes = IMAGE_SUFFIXES + ARCHIVE_SUFFIXES
 
     def read(self, path: Path) -> Iterator[ReadBatch]:
         cfg: ImageFolderConfig = self.config
-        schema = schemas.load("image")
-
-        def reject(reason: str, detail: str, payload: bytes = b"") -> ReadBatch:
-            return ReadBatch(schema.empty_table(), file_error_row("image", cfg.source, path, reason, detail,
-                                                                  payload=payload))
+        if path.name.lower().endswith(ARCHIVE_SUFFIXES):
+            yield from self._archive(path)
+            return
         try:
             size = path.stat().st_size
             if size > cfg.max_bytes:
-                yield reject("too_large", f"{size} bytes > max_bytes {cfg.max_bytes}")
+                yield image_batch(cfg.source, b"", str(path), reject=("too_large", f"{size} bytes > max_bytes {cfg.max_bytes}"))
                 return
             data = path.read_bytes()
         except OSError as exc:
-            yield reject("unreadable_file", describe_os_error(exc))
+            yield image_batch(cfg.source, b"", str(path), reject=("unreadable_file", describe_os_error(exc)))
             return
-        if not data:
-            yield reject("empty_file", "0 bytes")
-            return
+        yield image_batch(cfg.source, data, str(path), path.parent.name if cfg.label_from_parent else None,
+                          max_pixels=cfg.max_pixels)
+
+    def _archive(self, path: Path) -> Iterator[ReadBatch]:
+        import tarfile
+        import zipfile
+
+        cfg: ImageFolderConfig = self.config
+        batches, seen = [], 0
         try:
-            with open_image(data, cfg.max_pixels) as im:
-                fmt, (w, h), mode = im.format, im.size, im.mode
-        except ImageProblem as p:
-            yield reject("corrupt_image" if p.reason == "decode_error" else p.reason, p.detail, data)
+            if path.name.lower().endswith(".zip"):
+                with zipfile.ZipFile(path) as zf:
+                    for info in zf.infolist():
+                        if info.is_dir() or not info.filename.lower().endswith(IMAGE_SUFFIXES):
+                            continue
+                        seen += 1
+                        yield self._member(path, info.filename, info.file_size, lambda: zf.read(info))
+            else:
+                with tarfile.open(path, mode="r|*") as tf:              # a stream: no seeking, no index
+                    for member in tf:
+                        if not member.isfile() or not member.name.lower().endswith(IMAGE_SUFFIXES):
+                            continue
+                        seen += 1
+                        yield self._member(path, member.name, member.size, lambda: tf.extractfile(member).read())
+        except (OSError, EOFError, tarfile.TarError, zipfile.BadZipFile) as exc:
+            yield image_batch(cfg.source, b"", str(path), meta={"members_read": seen},
+                              reject=("truncated_file", f"after {seen} members: {describe_os_error(exc)}"))
             return
-        problem = truncation(fmt, data)
-        if problem:
-            yield reject("truncated_image", problem, data)
-            return
-        table = pa.table({
-            "id": [record_id(cfg.source, data)], "source": [cfg.source],
-            "image": pa.array([data], pa.binary()), "format": [fmt],
-            "width": pa.array([w], pa.int32()), "height": pa.array([h], pa.int32()), "mode": [mode],
-            "content_hash": [xxhash.xxh3_128_hexdigest(data)],
-            "label": pa.array([path.parent.name if cfg.label_from_parent else None], pa.string()),
-            "src_path": [str(path)], "src_row": pa.array([None], pa.int64()), "meta": pa.array([None], pa.string()),
-        })
-        yield ReadBatch(table)
+        if seen == 0:
+            yield image_batch(cfg.source, b"", str(path), reject=("empty_file", "archive has no image members"))
+
+    def _member(self, path: Path, name: str, size: int, read) -> ReadBatch:
+        cfg: ImageFolderConfig = self.config
+        label = Path(name).parent.name or None if cfg.label_from_parent else None
+        meta = {"member": name}
+        if size > cfg.max_bytes:
+            return image_batch(cfg.source, b"", str(path), meta=meta, reject=("too_large", f"{size} bytes > max_bytes {cfg.max_bytes}"))
+        return image_batch(cfg.source, read(), str(path), label, meta, cfg.max_pixels)
+
+
+def image_batch(source: str, data: bytes, src_path: str, label: str | None = None, meta: dict | None = None,
+                max_pixels: int = DEFAULT_MAX_PIXELS, reject: tuple[str, str] | None = None) -> ReadBatch:
+    """One image as a record, or as a rejected row with its bytes (the quarantine) when it is
+    empty, its header does not parse (``corrupt_image``), it promises too many pixels
+    (``decompression_bomb``) or it was cut short (``truncated_image``)."""
+    fmt = w = h = mode = None
+    if reject is None:
+        if not data:
+            reject = ("empty_file", "0 bytes")
+        else:
+            try:
+                with open_image(data, max_pixels) as im:
+                    fmt, (w, h), mode = im.format, im.size, im.mode
+                problem = truncation(fmt, data)
+                if problem:
+                    reject = ("truncated_image", problem)
+            except ImageProblem as p:
+                reject = ("corrupt_image" if p.reason == "decode_error" else p.reason, p.detail)
+    key = data if data else f"{src_path}\0{(meta or {}).get('member', '')}".encode()
+    table = pa.table({
+        "id": [record_id(source, key if reject is None else src_path.encode() + b"\0" + key)], "source": [source],
+        "image": pa.array([data], pa.binary()), "format": pa.array([fmt], pa.string()),
+        "width": pa.array([w], pa.int32()), "height": pa.array([h], pa.int32()), "mode": pa.array([mode], pa.string()),
+        "content_hash": [xxhash.xxh3_128_hexdigest(data)], "label": pa.array([label], pa.string()),
+        "src_path": [src_path], "src_row": pa.array([None], pa.int64()),
+        "meta": pa.array([json.dumps(meta, sort_keys=True) if meta else None], pa.string()),
+    })
+    if reject is None:
+        return ReadBatch(table)
+    return ReadBatch(schemas.load("image").empty_table(), with_reasons(table, [reject[0]], [reject[1]]))
 
 
 def truncation(fmt: str | None, data: bytes) -> str | None:

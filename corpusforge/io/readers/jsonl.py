@@ -2,6 +2,9 @@
 
 Every line becomes a record or a rejected row: invalid UTF-8, invalid JSON, a line that is
 not an object, or an object without the text field are rejected with the line's number.
+Conversations: with ``turns_field`` the text is the list of turns, each written by
+``turn_template`` (default ``{role}: {content}``) and joined by ``turn_separator`` (a blank
+line); a missing or malformed list is rejected as ``bad_turns``.
 A truncated compressed file keeps the lines read before the break and adds one rejected
 row for the rest.
 """
@@ -21,6 +24,11 @@ from corpusforge.io.readers.base import (truncated_batch, ReadBatch, Reader, Rea
 
 class JsonlConfig(ReaderConfig):
     text_field: str = Field("text", description="Field holding the document text.")
+    turns_field: str | None = Field(None, description="Field holding a conversation: a list of turns, joined into the text.")
+    turn_template: str = Field("{role}: {content}", description="How one turn is written ({role}, {content}).")
+    turn_separator: str = Field("\n\n", description="Between turns.")
+    role_key: str = Field("role", description="Key of a turn's speaker (OpenAI/ShareGPT style: role or from).")
+    content_key: str = Field("content", description="Key of a turn's text (content or value).")
     lang_field: str | None = Field(None, description="Field holding a language code, if the input has one.")
     keep_meta: bool = Field(True, description="Keep the other fields as a JSON object in `meta`.")
 
@@ -78,7 +86,13 @@ class JsonlReader(Reader):
                         bad.append((s.rstrip("\n"), lineno, "not_an_object",
                                     f"line {lineno + 1}: JSON {type(obj).__name__}, expected an object"))
                         continue
-                    text = obj.pop(cfg.text_field, None)
+                    if cfg.turns_field:
+                        text, problem = _join_turns(obj.pop(cfg.turns_field, None), cfg)
+                        if problem:
+                            bad.append((s.rstrip("\n"), lineno, "bad_turns", f"line {lineno + 1}: {problem}"))
+                            continue
+                    else:
+                        text = obj.pop(cfg.text_field, None)
                     if not isinstance(text, str):
                         bad.append((s.rstrip("\n"), lineno, "missing_text_field",
                                     f"line {lineno + 1}: field {cfg.text_field!r} is "
@@ -104,6 +118,18 @@ class JsonlReader(Reader):
             return
         if texts or bad:
             yield flush()
+
+
+def _join_turns(turns, cfg: JsonlConfig) -> tuple[str | None, str | None]:
+    """A conversation's turns as one text by the template; (None, why) when it is not one."""
+    if not isinstance(turns, list) or not turns:
+        return None, f"field {cfg.turns_field!r} is {'missing' if turns is None else 'not a non-empty list'}"
+    parts = []
+    for i, turn in enumerate(turns):
+        if not isinstance(turn, dict) or not isinstance(turn.get(cfg.content_key), str):
+            return None, f"turn {i} has no string {cfg.content_key!r}"
+        parts.append(cfg.turn_template.format(role=turn.get(cfg.role_key, ""), content=turn[cfg.content_key]))
+    return cfg.turn_separator.join(parts), None
 
 
 def _has_surrogates(text: str) -> bool:

@@ -65,28 +65,39 @@ class PointCloudReader(Reader):
             yield reject("unreadable_file", describe_os_error(exc))
             return
         xyz = attrs.pop("positions", None)
-        if xyz is None or xyz.ndim != 2 or xyz.shape[1] != 3:
-            yield reject("corrupt_file", "no xyz positions could be parsed")
-            return
-        finite = np.isfinite(xyz).all(axis=1)
-        nonfinite = int((~finite).sum())
-        if nonfinite:
-            xyz = xyz[finite]
-            attrs = {k: v[finite] for k, v in attrs.items()}
-        if len(xyz) == 0:
-            yield reject("empty_cloud", f"no finite points ({nonfinite} non-finite)")
-            return
         group = cfg.group
         if cfg.group_pattern:
             m = re.search(cfg.group_pattern, path.stem)
             group = m.group(1) if m and m.groups() else group
-        meta = {"file_attributes": sorted(attrs)} if attrs else {}
-        meta["bbox"] = [xyz.min(axis=0).tolist(), xyz.max(axis=0).tolist()]
-        table = pointcloud_table(cfg.source, xyz, colors=attrs.get("colors"), normals=attrs.get("normals"),
-                                 intensity=attrs.get("intensity"), group=group, src_path=str(path),
-                                 meta=dumps_meta(meta), nonfinite=nonfinite)
-        table = table.append_column(SPACING, pa.array([spacing(xyz)], pa.float64()))
-        yield ReadBatch(table.append_column(DIAGONAL, pa.array([bbox_diagonal(xyz)], pa.float64())))
+        yield cloud_batch(cfg.source, path, xyz, attrs, group)
+
+
+def cloud_batch(source: str, path: Path, xyz, attrs: dict, group: str | None = None, meta: dict | None = None,
+                rid: str | None = None) -> ReadBatch:
+    """A loaded cloud as a record: non-finite points removed and counted (attributes kept aligned),
+    bbox in ``meta``, spacing and diagonal scores; ``corrupt_file`` / ``empty_cloud`` rejections."""
+    def reject(reason: str, detail: str) -> ReadBatch:
+        return ReadBatch(schemas.load("pointcloud").empty_table(),
+                         file_error_row("pointcloud", source, path, reason, detail))
+
+    if xyz is None or xyz.ndim != 2 or xyz.shape[1] != 3:
+        return reject("corrupt_file", "no xyz positions could be parsed")
+    finite = np.isfinite(xyz).all(axis=1)
+    nonfinite = int((~finite).sum())
+    if nonfinite:
+        xyz = xyz[finite]
+        attrs = {k: v[finite] for k, v in attrs.items()}
+    if len(xyz) == 0:
+        return reject("empty_cloud", f"no finite points ({nonfinite} non-finite)")
+    meta = dict(meta or {})
+    if attrs:
+        meta["file_attributes"] = sorted(attrs)
+    meta["bbox"] = [xyz.min(axis=0).tolist(), xyz.max(axis=0).tolist()]
+    table = pointcloud_table(source, xyz, colors=attrs.get("colors"), normals=attrs.get("normals"),
+                             intensity=attrs.get("intensity"), group=group, src_path=str(path),
+                             meta=dumps_meta(meta), nonfinite=nonfinite, rid=rid)
+    table = table.append_column(SPACING, pa.array([spacing(xyz)], pa.float64()))
+    return ReadBatch(table.append_column(DIAGONAL, pa.array([bbox_diagonal(xyz)], pa.float64())))
 
 
 def _load(path: Path, suffix: str) -> dict[str, np.ndarray]:

@@ -1,0 +1,85 @@
+"""COCO-style annotation files: one record per image entry, with its annotations as metadata.
+
+``paths`` name the annotation JSON files (``instances_*.json``); images are looked up under
+``images_dir`` (relative to the JSON's folder; default: the JSON's folder itself, then its
+``images/`` subfolder). Each record gets ``label`` = the category with the most annotations on
+the image (ties: the first by name), and ``meta``: ``coco_id``, ``file_name``,
+``categories`` (all, counted) and ``annotations`` (``bbox`` [x, y, w, h], ``category``,
+``area``, ``iscrowd``, ``segmentation`` as given). An image entry whose file is missing is
+rejected as ``missing_file``; annotations that point to no image entry are counted in the
+rejected row ``orphan_annotations``; a JSON file that does not parse or has no ``images`` list is
+rejected as ``bad_annotations``. Image bytes go through the same checks as the folder reader.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Iterator
+
+from pydantic import Field
+
+from corpusforge import schemas
+from corpusforge.image.decode import DEFAULT_MAX_PIXELS
+from corpusforge.io.readers.base import ReadBatch, Reader, ReaderConfig, describe_os_error
+from corpusforge.io.readers.images import image_batch
+
+
+class CocoConfig(ReaderConfig):
+    images_dir: str | None = Field(None, description="Folder of the image files, relative to the JSON file's folder.")
+    max_pixels: int = Field(DEFAULT_MAX_PIXELS, gt=0)
+
+
+class CocoReader(Reader):
+    format = "coco"
+    kinds = ("image",)
+    Config = CocoConfig
+    suffixes = (".json",)
+
+    def read(self, path: Path) -> Iterator[ReadBatch]:
+        cfg: CocoConfig = self.config
+        try:
+            doc = json.loads(path.read_bytes())
+            images = doc["images"]
+            if not isinstance(images, list):
+                raise TypeError("'images' is not a list")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            yield image_batch(cfg.source, b"", str(path), reject=("bad_annotations", describe_os_error(exc)))
+            return
+        categories = {c["id"]: c.get("name", str(c["id"])) for c in doc.get("categories", []) if "id" in c}
+        by_image = defaultdict(list)
+        ids = {im.get("id") for im in images}
+        orphans = 0
+        for ann in doc.get("annotations", []):
+            if ann.get("image_id") in ids:
+                by_image[ann["image_id"]].append(ann)
+            else:
+                orphans += 1
+        roots = [path.parent / cfg.images_dir] if cfg.images_dir else [path.parent, path.parent / "images"]
+        for im in images:
+            name = str(im.get("file_name", ""))
+            anns = by_image.get(im.get("id"), [])
+            counts = Counter(categories.get(a.get("category_id"), str(a.get("category_id"))) for a in anns)
+            meta = {"coco_id": im.get("id"), "file_name": name, "annotation_file": str(path),
+                    "categories": dict(sorted(counts.items())),
+                    "annotations": [{"bbox": a.get("bbox"), "category": categories.get(a.get("category_id")),
+                                     "area": a.get("area"), "iscrowd": a.get("iscrowd", 0),
+                                     "segmentation": a.get("segmentation")} for a in anns]}
+            label = max(sorted(counts), key=lambda k: counts[k]) if counts else None
+            file = next((r / name for r in roots if name and (r / name).is_file()), None)
+            if file is None:
+                yield image_batch(cfg.source, b"", str(roots[0] / name), meta=meta,
+                                  reject=("missing_file", f"{name!r} not found under {', '.join(map(str, roots))}"))
+                continue
+            try:
+                data = file.read_bytes()
+            except OSError as exc:
+                yield image_batch(cfg.source, b"", str(file), meta=meta, reject=("unreadable_file", describe_os_error(exc)))
+                continue
+            yield image_batch(cfg.source, data, str(file), label, meta, cfg.max_pixels)
+        if orphans:
+            yield image_batch(cfg.source, b"", str(path), meta={"orphan_annotations": orphans},
+                              reject=("orphan_annotations", f"{orphans} annotations name no image entry"))
+        if not images:
+            yield ReadBatch(schemas.load("image").empty_table())

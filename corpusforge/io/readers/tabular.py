@@ -1,0 +1,155 @@
+"""Tabular text inputs: CSV/TSV files and Hugging Face datasets saved with ``save_to_disk``.
+
+``csv``: one document per row (Python's csv module, streaming, RFC 4180 quoting; ``.tsv`` files
+are tab-separated unless ``delimiter`` says otherwise); the ``text_field`` column is the text,
+the other columns go to ``meta``. ``src_row`` is the 0-based data row. A row without the text
+column or with a wrong number of fields is rejected with its row number.
+
+``hf_disk``: the Arrow files a ``datasets`` ``save_to_disk`` folder holds (``data-*.arrow``, IPC
+stream format), read directly with pyarrow, record batch by record batch, no ``datasets``
+import; a ``DatasetDict`` folder gives every split (``meta.split``). ``src_path`` is the Arrow
+file, ``src_row`` the row in it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import Field
+
+from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, describe_os_error, dumps_meta, file_error_row,
+                                         open_maybe_compressed, record_id, text_table, truncated_batch, with_reasons)
+
+
+class CsvConfig(ReaderConfig):
+    text_field: str = Field("text", description="Column holding the document text.")
+    delimiter: str | None = Field(None, description="Field separator; default ',' (.csv) or tab (.tsv).")
+    keep_meta: bool = Field(True, description="Keep the other columns as a JSON object in `meta`.")
+
+
+class CsvReader(Reader):
+    format = "csv"
+    kinds = ("text",)
+    Config = CsvConfig
+    suffixes = (".csv", ".tsv", ".csv.gz", ".tsv.gz", ".csv.zst", ".tsv.zst")
+
+    def read(self, path: Path) -> Iterator[ReadBatch]:
+        cfg: CsvConfig = self.config
+        src = str(path)
+        delimiter = cfg.delimiter or ("\t" if ".tsv" in path.name.lower() else ",")
+        texts, rows, metas, bad = [], [], [], []
+
+        def flush() -> ReadBatch:
+            nonlocal texts, rows, metas, bad
+            rejected = None
+            if bad:
+                rejected = with_reasons(text_table(cfg.source, [b[0] for b in bad], src_path=src, src_rows=[b[1] for b in bad],
+                                                   ids=[record_id(cfg.source, f"{src}\0{b[1]}\0{b[0]}") for b in bad]),
+                                        [b[2] for b in bad], [b[3] for b in bad])
+            out = ReadBatch(text_table(cfg.source, texts, src_path=src, src_rows=rows, metas=metas), rejected)
+            texts, rows, metas, bad = [], [], [], []
+            return out
+
+        try:
+            fh = io.TextIOWrapper(open_maybe_compressed(path), encoding="utf-8", errors="strict", newline="")
+        except OSError as exc:
+            yield ReadBatch(text_table(cfg.source, []), file_error_row("text", cfg.source, path, "unreadable_file",
+                                                                       describe_os_error(exc)))
+            return
+        row = -1
+        try:
+            with fh:
+                reader = csv.reader(fh, delimiter=delimiter)
+                header = next(reader, None)
+                if header is None:
+                    yield ReadBatch(text_table(cfg.source, []), file_error_row("text", cfg.source, path, "empty_file",
+                                                                               "no header row"))
+                    return
+                if cfg.text_field not in header:
+                    yield ReadBatch(text_table(cfg.source, []), file_error_row(
+                        "text", cfg.source, path, "missing_text_field",
+                        f"no column {cfg.text_field!r} (columns: {', '.join(header)})"))
+                    return
+                at = header.index(cfg.text_field)
+                for row, fields in enumerate(reader):
+                    if len(fields) != len(header):
+                        bad.append((delimiter.join(fields), row, "bad_row",
+                                    f"row {row}: {len(fields)} fields, header has {len(header)}"))
+                        continue
+                    texts.append(fields[at])
+                    rows.append(row)
+                    metas.append(dumps_meta({k: v for k, v in zip(header, fields) if k != cfg.text_field})
+                                 if cfg.keep_meta else None)
+                    if len(texts) + len(bad) >= self.batch_rows:
+                        yield flush()
+        except (OSError, EOFError, ValueError, csv.Error) as exc:     # truncated archive, bad UTF-8, broken quoting
+            yield truncated_batch(flush(), cfg.source, path, row, exc)
+            return
+        yield flush()
+
+
+class HfDiskConfig(ReaderConfig):
+    text_field: str = Field("text", description="Column holding the document text.")
+    keep_meta: bool = Field(True, description="Keep the other columns as a JSON object in `meta`.")
+
+
+class HfDiskReader(Reader):
+    format = "hf_disk"
+    kinds = ("text",)
+    Config = HfDiskConfig
+    suffixes = (".arrow",)
+
+    def _wanted(self, path: Path) -> bool:
+        return path.name.startswith("data-") and path.name.endswith(".arrow")
+
+    def read(self, path: Path) -> Iterator[ReadBatch]:
+        cfg: HfDiskConfig = self.config
+        src = str(path)
+        split = path.parent.name if (path.parent.parent / "dataset_dict.json").exists() else None
+        try:
+            stream = pa.ipc.open_stream(pa.memory_map(src))
+        except (OSError, pa.ArrowInvalid) as exc:
+            yield ReadBatch(text_table(cfg.source, []), file_error_row("text", cfg.source, path, "unreadable_file",
+                                                                       describe_os_error(exc)))
+            return
+        if cfg.text_field not in stream.schema.names:
+            yield ReadBatch(text_table(cfg.source, []), file_error_row(
+                "text", cfg.source, path, "missing_text_field",
+                f"no column {cfg.text_field!r} (columns: {', '.join(stream.schema.names)})"))
+            return
+        start = 0
+        try:
+            for batch in stream:
+                n = batch.num_rows
+                text = batch.column(cfg.text_field)
+                rows = list(range(start, start + n))
+                others = [c for c in batch.schema.names if c != cfg.text_field]
+                metas = [None] * n
+                if cfg.keep_meta and (others or split):
+                    table = pa.Table.from_batches([batch.select(others)])
+                    metas = [dumps_meta(dict(r, **({"split": split} if split else {}))) for r in table.to_pylist()]
+                is_text = pa.types.is_string(text.type) or pa.types.is_large_string(text.type)
+                valid = pc.is_valid(text).to_pylist() if is_text else [False] * n
+                good = [i for i, v in enumerate(valid) if v]
+                bad = [i for i, v in enumerate(valid) if not v]
+                why = "null" if is_text else f"a {text.type} column, not text"
+                texts = text.take(pa.array(good, pa.int64())).to_pylist() if good else []
+                records = text_table(cfg.source, texts, src_path=src, src_rows=[rows[i] for i in good],
+                                     metas=[metas[i] for i in good])
+                rejected = None
+                if bad:
+                    rejected = with_reasons(
+                        text_table(cfg.source, [""] * len(bad), src_path=src, src_rows=[rows[i] for i in bad],
+                                   ids=[record_id(cfg.source, f"{src}\0{rows[i]}") for i in bad]),
+                        ["missing_text_field"] * len(bad),
+                        [f"row {rows[i]}: {cfg.text_field!r} is {why}" for i in bad])
+                yield ReadBatch(records, rejected)
+                start += n
+        except (OSError, pa.ArrowInvalid) as exc:
+            yield truncated_batch(ReadBatch(text_table(cfg.source, [])), cfg.source, path, start - 1, exc)
