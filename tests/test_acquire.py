@@ -247,3 +247,23 @@ def test_http_payload_undoes_chunked_and_gzip():
     status, headers, body = parse_http(block)
     assert status == 200 and headers["content-type"] == "text/html"
     assert http_payload(body, headers) == html
+
+
+def test_stl_and_ply_meshes_and_markdown_folders(tmp_path):
+    import open3d as o3d
+
+    from corpusforge.io.readers.text import TextReader
+
+    box = o3d.geometry.TriangleMesh.create_box(2.0, 1.0, 1.0)
+    box.compute_triangle_normals()
+    o3d.io.write_triangle_mesh(str(tmp_path / "box.stl"), box)
+    o3d.io.write_triangle_mesh(str(tmp_path / "box.ply"), box)
+    kept, rejected = read_all(MeshReader, tmp_path, points=300)
+    assert not rejected and sorted(Path(r["src_path"]).name for r in kept) == ["box.ply", "box.stl"]
+    for r in kept:
+        pts = np.array(r["points"])
+        assert pts.min(axis=0) == pytest.approx([0, 0, 0], abs=1e-5) and pts.max(axis=0) == pytest.approx([2, 1, 1], abs=1e-5)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.md").write_text("# Title\n\nSome *markdown* text.\n")
+    kept, _ = read_all(TextReader, tmp_path / "notes")
+    assert kept[0]["text"].startswith("# Title")

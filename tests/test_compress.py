@@ -121,6 +121,10 @@ def test_quantization_errors_say_what_to_change(run_dir, tmp_path):
         quantize.apply("int4_weight_only", trained.model, config(run_dir, tmp_path, "quantize.group_size=48"), trained)
     with pytest.raises(CompressError, match="unknown method"):
         quantize.apply("int3", trained.model, config(run_dir, tmp_path), trained)
+    no_linear = torch.nn.Sequential(torch.nn.Conv1d(4, 4, 3))
+    no_linear.output, no_linear.tok_embeddings = None, None
+    with pytest.raises(CompressError, match="no torch.nn.Linear layers.*Conv1d"):
+        quantize.apply("int8_weight_only", no_linear, config(run_dir, tmp_path), trained)
     with pytest.raises(ValueError, match="quantize.observer"):
         config(run_dir, tmp_path, "quantize.observer=percentile")
     with pytest.raises(ValueError, match="run: "):

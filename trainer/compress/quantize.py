@@ -72,6 +72,11 @@ def _check_group_size(model, group_size: int) -> None:
 def apply(method: str, model, cfg: CompressConfig, trained: Trained | None = None):
     """Quantize a copy of ``model`` by ``method`` (qat needs ``trained`` for its data)."""
     q = cfg.quantize
+    keep = linear_filter(model)
+    if not any(keep(m, n) for n, m in model.named_modules()):
+        kinds = sorted({type(m).__name__ for m in model.modules() if not list(m.children())})
+        raise CompressError(f"quantize: no torch.nn.Linear layers to quantize (layer types: {', '.join(kinds)}); "
+                            "these methods quantize linear layers, the rest stays in float")
     model = clone(model)
     if method == "int8_weight_only":
         from torchao.quantization import Int8WeightOnlyConfig
