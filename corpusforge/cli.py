@@ -217,6 +217,12 @@ def cmd_compress(args) -> int:
     return compress_main([args.method, args.config] + [f"--set={kv}" for kv in (args.set or [])])
 
 
+def cmd_serve(args) -> int:
+    from flows.serve import main as serve_main
+
+    return serve_main(args.rest)
+
+
 def cmd_mix(args) -> int:
     from corpusforge.mix.build import build
     from corpusforge.mix.config import load as load_mix
@@ -290,6 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("config", help="compression YAML (trainer/configs/compress_*.yaml)")
     cp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override, e.g. prune.sparsity=0.3")
     cp.set_defaults(fn=cmd_compress)
+    sv = sub.add_parser("serve", help="start a Prefect server on 127.0.0.1 and serve the pipeline deployments (UI)",
+                        add_help=False)
+    sv.add_argument("rest", nargs=argparse.REMAINDER)
+    sv.set_defaults(fn=cmd_serve)
     mx = sub.add_parser("mix", help="mix cleaned datasets into a training set (proportions, curriculum)")
     mx.add_argument("config", help="mix YAML (see data_samples/configs/demo_mix.yaml)")
     mx.add_argument("--set", action="append", metavar="KEY=VALUE")

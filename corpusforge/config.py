@@ -49,6 +49,7 @@ class PipelineConfig(_Strict):
     seed: int = 0
     batch_rows: int = Field(4096, gt=0, description="Rows per batch handed to stages.")
     unit_bytes: int = Field(64 << 20, gt=0, description="Input files are grouped into work units of about this many bytes.")
+    retries: int = Field(1, ge=0, description="Times a failing unit is retried before the run reports it and fails.")
 
     def readers(self, base: Path | None = None):
         """Instantiate the readers, in config order."""

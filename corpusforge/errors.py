@@ -19,3 +19,14 @@ class ManifestError(CorpusforgeError):
 
 class AccountingError(CorpusforgeError):
     """A stage lost or invented rows: rows in != kept + rejected (a bug in the stage)."""
+
+
+class UnitsFailed(CorpusforgeError):
+    """Some units failed after their retries; every other unit finished (and stays finished for
+    ``--resume``). ``failures`` maps the unit index to its last error."""
+
+    def __init__(self, segment: int, failures: dict[int, str], total: int):
+        self.segment, self.failures, self.total = segment, failures, total
+        lines = "\n".join(f"  unit {u}: {err}" for u, err in sorted(failures.items()))
+        super().__init__(f"segment {segment}: {len(failures)} of {total} units failed after retries "
+                         f"(the others finished; fix the cause and rerun with --resume):\n{lines}")

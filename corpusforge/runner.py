@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 
 from corpusforge import __version__, schemas
 from corpusforge.config import PipelineConfig, from_dict
-from corpusforge.errors import AccountingError, CorpusforgeError
+from corpusforge.errors import AccountingError, ConfigError, CorpusforgeError, UnitsFailed
 from corpusforge.io.atomic import commit, temp_path, write_bytes, write_json
 from corpusforge.io.dataset import build_manifest, write_manifest
 from corpusforge.io.readers.base import Reader, file_size
@@ -340,13 +340,29 @@ class RunSummary:
 Executor = Callable[[Plan, int, list[Unit]], list[UnitResult]]
 
 
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+
+
 def serial_executor(plan: Plan, segment: int, units: list[Unit], progress=None) -> list[UnitResult]:
-    results = []
+    """Every unit in this process; a failing unit is retried ``retries`` times, then the others
+    still run and the run fails with all failures listed (``UnitsFailed``)."""
+    results, failures = {}, {}
     for u in units:
-        results.append(run_unit(plan, segment, u))
-        if progress:
+        for attempt in range(plan.config.retries + 1):
+            try:
+                results[u.index] = run_unit(plan, segment, u)
+                failures.pop(u.index, None)
+                break
+            except ConfigError:
+                raise                                       # the same on every unit: no retry, no next unit
+            except Exception as exc:  # noqa: BLE001 - any failure of one unit must not stop the others
+                failures[u.index] = _describe(exc)
+        if u.index in results and progress:
             progress(segment, u)
-    return results
+    if failures:
+        raise UnitsFailed(segment, failures, len(units))
+    return [results[u.index] for u in units]
 
 
 def _worker(raw: dict, base: str, segment: int, unit: Unit) -> UnitResult:
@@ -355,20 +371,32 @@ def _worker(raw: dict, base: str, segment: int, unit: Unit) -> UnitResult:
 
 
 def process_executor(workers: int):
-    """Run units in ``workers`` processes (spawned, so no forked Arrow thread pools)."""
+    """Run units in ``workers`` processes (spawned, so no forked Arrow thread pools). A unit that
+    raises, or whose worker process dies (killed, out of memory), is retried in a fresh pool."""
     def execute(plan: Plan, segment: int, units: list[Unit], progress=None) -> list[UnitResult]:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         raw = plan.config.model_dump(mode="json")
-        results = {}
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-            futures = {pool.submit(_worker, raw, str(plan.base), segment, u): u for u in units}
-            for fut in as_completed(futures):
-                u = futures[fut]
-                results[u.index] = fut.result()
-                if progress:
-                    progress(segment, u)
+        results, failures = {}, {}
+        pending = list(units)
+        for attempt in range(plan.config.retries + 1):
+            if not pending:
+                break
+            with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+                futures = {pool.submit(_worker, raw, str(plan.base), segment, u): u for u in pending}
+                for fut in as_completed(futures):
+                    u = futures[fut]
+                    try:
+                        results[u.index] = fut.result()
+                        failures.pop(u.index, None)
+                        if progress:
+                            progress(segment, u)
+                    except Exception as exc:  # noqa: BLE001 - includes BrokenProcessPool (a worker died)
+                        failures[u.index] = _describe(exc)
+            pending = [u for u in units if u.index in failures]
+        if failures:
+            raise UnitsFailed(segment, failures, len(units))
         return [results[u.index] for u in units]
     return execute
 

@@ -1,14 +1,29 @@
 """Run a pipeline config as a Prefect flow: one task per (segment, unit), one task per
 global-stage reduce step. The stage code and the on-disk layout are the runner's; only the
-execution engine changes. With no Prefect server configured, Prefect runs the flow in its
-local ephemeral mode.
+execution engine changes, so the output is byte-identical to the CLI's.
 
-    python -m flows.pipeline examples/demo_text.yaml [--resume]
+* Task runner: Prefect's default (threads in this process), or Dask through prefect-dask's
+  ``DaskTaskRunner``: ``dask_workers`` local worker processes, or an existing cluster at
+  ``dask_address`` (``tcp://scheduler:8786``). Units are the unit of distribution; a global
+  stage's fingerprint (map) and filter (map) steps run inside the unit tasks, its resolve
+  (reduce) step as one task, all reading and writing the run's ``_work/`` folder, which every
+  worker must therefore see (one machine, or a shared filesystem).
+* Retries: a unit task is retried ``retries`` times (the config's); units that still fail are
+  listed with their errors after every other unit has finished, and the flow fails.
+* Caching: a unit task's key is the config hash, output path, segment, unit, the unit's input
+  files (path, size, modification time) and its done marker, so a rerun of a finished unit is
+  answered from Prefect's cache and a changed input or config runs again.
+* Artifacts: a markdown summary (records in, kept, rejected by reason per stage) and a link to
+  the HTML report, shown on the flow run's page in the Prefect UI.
+
+    python -m flows.pipeline CONFIG [--resume] [--dask-workers N | --dask-address tcp://host:8786]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -17,12 +32,32 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 from prefect import flow, task  # noqa: E402
+from prefect.artifacts import create_link_artifact, create_markdown_artifact  # noqa: E402
 
 from corpusforge import runner  # noqa: E402
 from corpusforge.config import PipelineConfig, from_dict, load_config  # noqa: E402
+from corpusforge.errors import UnitsFailed  # noqa: E402
 
 
-@task(name="unit", retries=2, retry_delay_seconds=2, task_run_name="segment {segment} unit {unit_index}")
+def unit_cache_key(context, parameters: dict) -> str:
+    """Config, output, unit, its inputs as they are now, and whether the runner marked it done."""
+    raw, base, segment, unit_index = (parameters[k] for k in ("raw", "base", "segment", "unit_index"))
+    plan = runner.Plan.from_dict(raw, base=Path(base))
+    unit = plan.units[unit_index]
+    h = hashlib.sha256(f"{plan.config_hash}\0{plan.out}\0{segment}\0{unit_index}".encode())
+    for _, path in unit.files:
+        try:
+            st = os.stat(path)
+            h.update(f"\0{path}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+        except OSError:
+            h.update(f"\0{path}\0missing".encode())
+    done = plan.done_path(segment, unit_index)
+    h.update(f"\0done:{done.stat().st_mtime_ns if done.exists() else 0}".encode())
+    return h.hexdigest()
+
+
+@task(name="unit", retry_delay_seconds=1, cache_key_fn=unit_cache_key, persist_result=True,
+      task_run_name="segment {segment} unit {unit_index}")
 def unit_task(raw: dict, base: str, segment: int, unit_index: int) -> dict:
     plan = runner.Plan.from_dict(raw, base=Path(base))
     result = runner.run_unit(plan, segment, plan.units[unit_index])
@@ -37,12 +72,48 @@ def resolve_task(raw: dict, base: str, segment: int) -> dict:
 
 def prefect_executor(plan: runner.Plan, segment: int, units: list[runner.Unit], progress=None):
     raw = plan.config.model_dump(mode="json")
-    futures = [unit_task.submit(raw, str(plan.base), segment, u.index) for u in units]
-    return [runner.UnitResult(**f.result()) for f in futures]
+    submit = unit_task.with_options(retries=plan.config.retries).submit
+    futures = {u.index: submit(raw, str(plan.base), segment, u.index) for u in units}
+    results, failures = {}, {}
+    for index, fut in futures.items():
+        fut.wait()
+        state = fut.state
+        if state.is_completed():
+            results[index] = runner.UnitResult(**fut.result())
+        else:
+            try:
+                fut.result()
+            except Exception as exc:  # noqa: BLE001 - the task's own exception, after its retries
+                failures[index] = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+            else:
+                failures[index] = f"task ended {state.type.value}"
+    if failures:
+        raise UnitsFailed(segment, failures, len(units))
+    return [results[u.index] for u in units]
 
 
 def prefect_resolver(plan: runner.Plan, segment: int) -> dict:
     return resolve_task(plan.config.model_dump(mode="json"), str(plan.base), segment)
+
+
+def summary_markdown(name: str, summary: runner.RunSummary) -> str:
+    s = summary.stats
+    t = s["totals"]
+    lines = [f"# {name}", "", f"{t['entered']} records in, **{t['kept']} kept**, {t['rejected']} rejected, "
+             f"accounting {'ok' if t['accounting_ok'] else 'FAILED'}; output `{summary.out}`", "",
+             "| step | in | kept | rejected | top reasons |", "|---|---|---|---|---|"]
+    read = s["read"]
+    reasons = lambda d: ", ".join(f"{k} {v}" for k, v in sorted(d.items(), key=lambda kv: -kv[1])[:4])  # noqa: E731
+    lines.append(f"| read | {read['records'] + read['rejected']} | {read['records']} | {read['rejected']} | "
+                 f"{reasons(read['rejected_by_reason'])} |")
+    for st in s["stages"].values():
+        lines.append(f"| {st['stage']} | {st['rows_in']} | {st['kept']} | {st['rejected']} | "
+                     f"{reasons(st['rejected_by_reason'])} |")
+    return "\n".join(lines)
+
+
+def _artifact_key(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")[:60] or "pipeline"
 
 
 @flow(name="corpusforge-pipeline", log_prints=True)
@@ -52,17 +123,46 @@ def pipeline_flow(config: dict, resume: bool = False, base: str | None = None) -
     summary = runner.run(cfg, resume=resume, base=Path(base) if base else None,
                          executor=prefect_executor, resolver=prefect_resolver)
     totals = summary.stats["totals"]
+    key = _artifact_key(cfg.name)
+    create_markdown_artifact(summary_markdown(cfg.name, summary), key=f"{key}-summary",
+                             description=f"corpusforge run {cfg.name}")
+    report = summary.out / "report.html"
+    if report.exists():
+        create_link_artifact(report.resolve().as_uri(), link_text=f"{cfg.name} report", key=f"{key}-report")
     print(f"{cfg.name}: {totals['entered']} in, {totals['kept']} kept, {totals['rejected']} rejected -> {summary.out}")
     return {"out": str(summary.out), "totals": totals}
+
+
+def dask_runner(workers: int | None = None, address: str | None = None):
+    """prefect-dask's DaskTaskRunner: an existing cluster at ``address``, or a local cluster of
+    ``workers`` single-threaded worker processes."""
+    from prefect_dask import DaskTaskRunner
+
+    if address:
+        return DaskTaskRunner(address=address)
+    return DaskTaskRunner(cluster_kwargs={"n_workers": workers or 2, "threads_per_worker": 1, "processes": True,
+                                          "dashboard_address": None})
+
+
+def run_flow(config: dict, resume: bool = False, base: str | None = None, dask_workers: int | None = None,
+             dask_address: str | None = None) -> dict:
+    """The pipeline flow with the chosen task runner."""
+    f = pipeline_flow
+    if dask_workers or dask_address:
+        f = pipeline_flow.with_options(task_runner=dask_runner(dask_workers, dask_address))
+    return f(config, resume=resume, base=base)
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("config")
     p.add_argument("--resume", action="store_true")
+    p.add_argument("--dask-workers", type=int, help="run units on a local Dask cluster of N worker processes")
+    p.add_argument("--dask-address", help="run units on an existing Dask cluster (tcp://scheduler:8786)")
     args = p.parse_args(argv)
     cfg = load_config(args.config)
-    pipeline_flow(cfg.model_dump(mode="json"), resume=args.resume, base=str(Path.cwd()))
+    run_flow(cfg.model_dump(mode="json"), resume=args.resume, base=str(Path.cwd()),
+             dask_workers=args.dask_workers, dask_address=args.dask_address)
 
 
 if __name__ == "__main__":
