@@ -27,7 +27,7 @@ DATA = ROOT.parent / "shared" / "data" / "text"
 WORK = ROOT / "bench" / "_data" / "scale"
 
 
-def make_input(n: int, folder: Path, seed: int = 0) -> float:
+def make_input(n: int, folder: Path, seed: int = 0, per_file: int = 100_000) -> float:
     if (folder / "done").exists():
         return json.loads((folder / "done").read_text())["mb"]
     shutil.rmtree(folder, ignore_errors=True)
@@ -38,7 +38,7 @@ def make_input(n: int, folder: Path, seed: int = 0) -> float:
     zh = [s for f in ("zhwiki_sample.zh.txt", "clue_corpus_small_sample.zh.txt")
           for s in re.split(r"(?<=。)", (DATA / f).read_text()) if len(s) > 10]
     rng = random.Random(seed)
-    per_file, total, recent = 100_000, 0, []
+    total, recent = 0, []
     for part in range(0, n, per_file):
         with open(folder / f"part{part // per_file:04d}.jsonl", "w", encoding="utf-8") as f:
             for i in range(part, min(n, part + per_file)):

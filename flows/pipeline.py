@@ -16,7 +16,7 @@ execution engine changes, so the output is byte-identical to the CLI's.
 * Artifacts: a markdown summary (records in, kept, rejected by reason per stage) and a link to
   the HTML report, shown on the flow run's page in the Prefect UI.
 
-    python -m flows.pipeline CONFIG [--resume] [--dask-workers N | --dask-address tcp://host:8786]
+    python -m flows.pipeline CONFIG [--resume] [--dask-workers N | --dask-address tcp://host:8786 | --threads N]
 """
 
 from __future__ import annotations
@@ -145,11 +145,16 @@ def dask_runner(workers: int | None = None, address: str | None = None):
 
 
 def run_flow(config: dict, resume: bool = False, base: str | None = None, dask_workers: int | None = None,
-             dask_address: str | None = None) -> dict:
-    """The pipeline flow with the chosen task runner."""
+             dask_address: str | None = None, threads: int | None = None) -> dict:
+    """The pipeline flow with the chosen task runner: Dask, or Prefect's thread pool (``threads``
+    tasks at a time; Prefect's default when None)."""
     f = pipeline_flow
     if dask_workers or dask_address:
         f = pipeline_flow.with_options(task_runner=dask_runner(dask_workers, dask_address))
+    elif threads:
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        f = pipeline_flow.with_options(task_runner=ThreadPoolTaskRunner(max_workers=threads))
     return f(config, resume=resume, base=base)
 
 
@@ -159,10 +164,11 @@ def main(argv=None) -> None:
     p.add_argument("--resume", action="store_true")
     p.add_argument("--dask-workers", type=int, help="run units on a local Dask cluster of N worker processes")
     p.add_argument("--dask-address", help="run units on an existing Dask cluster (tcp://scheduler:8786)")
+    p.add_argument("--threads", type=int, help="without Dask: at most N unit tasks at a time in this process")
     args = p.parse_args(argv)
     cfg = load_config(args.config)
     run_flow(cfg.model_dump(mode="json"), resume=args.resume, base=str(Path.cwd()),
-             dask_workers=args.dask_workers, dask_address=args.dask_address)
+             dask_workers=args.dask_workers, dask_address=args.dask_address, threads=args.threads)
 
 
 if __name__ == "__main__":
