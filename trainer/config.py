@@ -132,9 +132,9 @@ def _build(cls, raw: dict, where: str):
     return cls(**kwargs)
 
 
-def load(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
-    raw = yaml.safe_load(Path(path).read_text()) if path else {}
-    raw = raw or {}
+def read_raw(path: str | Path | None, overrides: list[str] | None = None) -> dict:
+    """A YAML config as a mapping, with ``KEY.SUB=VALUE`` overrides (values parsed as YAML) applied."""
+    raw = (yaml.safe_load(Path(path).read_text()) if path else {}) or {}
     for item in overrides or []:
         key, sep, value = item.partition("=")
         if not sep:
@@ -144,7 +144,11 @@ def load(path: str | Path | None = None, overrides: list[str] | None = None) -> 
         for p in parents:
             node = node.setdefault(p, {})
         node[leaf] = yaml.safe_load(value)
-    return _build(TrainConfig, raw, "").validate()
+    return raw
+
+
+def load(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
+    return _build(TrainConfig, read_raw(path, overrides), "").validate()
 
 
 def to_dict(cfg: TrainConfig) -> dict:

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from trainer.config import TrainConfig, _build
+from trainer.config import TrainConfig, _build, read_raw
 from trainer.data import PackedSequences, TokenLoader, TokenStream, split
 from trainer.model import GPT, ModelConfig
 
@@ -81,19 +81,7 @@ class CompressConfig:
 
 
 def load_config(path: str | Path | None, overrides: list[str] | None = None) -> CompressConfig:
-    import yaml
-
-    raw = (yaml.safe_load(Path(path).read_text()) if path else {}) or {}
-    for item in overrides or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE")
-        node = raw
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = yaml.safe_load(value)
-    cfg = _build(CompressConfig, raw, "")
+    cfg = _build(CompressConfig, read_raw(path, overrides), "")
     if not cfg.run:
         raise ValueError("run: required (a finished trainer out_dir with config.json and final_model_stage0.pt)")
     choices = {
