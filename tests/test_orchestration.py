@@ -164,3 +164,41 @@ def test_disk_full_is_a_clear_error_and_leaves_no_dataset(tmp_path):
     assert not (tmp_path / "full" / "manifest.json").exists()
     for p in (tmp_path / "full").glob("*.parquet"):
         pq.read_metadata(p)
+
+
+def test_kill_9_dask_run_then_resume_is_byte_identical(server, tmp_path):
+    stages = [{"stage": "text.normalize"}, {"stage": "slow_stage:Sleep", "seconds": 0.5}, {"stage": "text.exact_dedup"}]
+    path = _write(_cfg(tmp_path, out="flow", stages=stages), tmp_path / "c.yaml")
+    proc = subprocess.Popen([sys.executable, "-m", "flows.pipeline", str(path), "--dask-workers", "2"], env=server,
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    seg0 = tmp_path / "flow" / "_work" / "seg0"
+    deadline = time.time() + 180
+    while time.time() < deadline and len(list(seg0.glob("*.done.json"))) < 2:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)                    # the flow, the scheduler and the workers
+    proc.wait()
+    assert not (tmp_path / "flow" / "manifest.json").exists(), "the run finished before it could be killed"
+    r = _flow(server, path, "--resume", "--dask-workers", "2")
+    assert r.returncode == 0, r.stderr[-3000:]
+    from corpusforge import runner
+
+    runner.run(_cfg(tmp_path, out="ref", stages=[{"stage": "text.normalize"}, {"stage": "text.exact_dedup"}]))
+    parquet = lambda t: {k: v for k, v in t.items() if k.endswith(".parquet")}  # noqa: E731
+    assert parquet(_tree_bytes(tmp_path / "flow")) == parquet(_tree_bytes(tmp_path / "ref"))
+
+
+def test_worker_process_dying_is_retried(tmp_path):
+    """A worker killed mid-unit (no exception, no cleanup) breaks the process pool; the unit is
+    run again in a fresh pool and the output is the same as an undisturbed run's."""
+    stages = [{"stage": "slow_stage:Sleep", "seconds": 0, "die_once_on_text": "document 151  with\ttext",
+               "die_marker": str(tmp_path / "died")}]
+    path = _write(_cfg(tmp_path, out="out", stages=stages), tmp_path / "c.yaml")
+    r = subprocess.run([sys.executable, "-m", "corpusforge", "run", str(path), "-q", "--workers", "2"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=HELPERS))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (tmp_path / "died").exists()
+    from corpusforge import runner
+
+    runner.run(_cfg(tmp_path, out="ref", stages=[]))
+    parquet = lambda t: {k: v for k, v in t.items() if k.endswith(".parquet")}  # noqa: E731
+    assert parquet(_tree_bytes(tmp_path / "out")) == parquet(_tree_bytes(tmp_path / "ref"))
