@@ -220,7 +220,8 @@ def cmd_compress(args) -> int:
 def cmd_serve(args) -> int:
     from flows.serve import main as serve_main
 
-    return serve_main(args.rest)
+    argv = ["--host", args.host, "--port", str(args.port)] + (["--no-server"] if args.no_server else [])
+    return serve_main(argv + (["--base", args.base] if args.base else []))
 
 
 def cmd_mix(args) -> int:
@@ -296,9 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("config", help="compression YAML (trainer/configs/compress_*.yaml)")
     cp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override, e.g. prune.sparsity=0.3")
     cp.set_defaults(fn=cmd_compress)
-    sv = sub.add_parser("serve", help="start a Prefect server on 127.0.0.1 and serve the pipeline deployments (UI)",
-                        add_help=False)
-    sv.add_argument("rest", nargs=argparse.REMAINDER)
+    sv = sub.add_parser("serve", help="start a Prefect server on 127.0.0.1 and serve the pipeline deployments (UI)")
+    sv.add_argument("--host", default="127.0.0.1", help="server address (default: loopback only)")
+    sv.add_argument("--port", type=int, default=4200)
+    sv.add_argument("--no-server", action="store_true", help="serve to the server PREFECT_API_URL names")
+    sv.add_argument("--base", help="folder relative config paths are resolved against (default: here)")
     sv.set_defaults(fn=cmd_serve)
     mx = sub.add_parser("mix", help="mix cleaned datasets into a training set (proportions, curriculum)")
     mx.add_argument("config", help="mix YAML (see data_samples/configs/demo_mix.yaml)")
