@@ -54,3 +54,12 @@ def test_exit_codes_for_bad_config_and_missing_dataset(tmp_path):
     assert r.returncode == 2 and "not found" in r.stderr
     r = _run("inspect", str(tmp_path / "nothing"))
     assert r.returncode == 1 and "no manifest" in r.stderr
+
+
+def test_serve_and_compress_commands_parse():
+    from corpusforge.cli import build_parser
+
+    args = build_parser().parse_args(["serve", "--port", "4311", "--no-server"])
+    assert (args.host, args.port, args.no_server) == ("127.0.0.1", 4311, True)     # loopback by default
+    args = build_parser().parse_args(["compress", "prune", "c.yaml", "--set", "prune.sparsity=0.3"])
+    assert (args.method, args.config, args.set) == ("prune", "c.yaml", ["prune.sparsity=0.3"])
