@@ -38,6 +38,7 @@ from PIL import Image  # noqa: E402
 
 from corpusforge.image.near_dedup import ImageNearDedup, hash_bits  # noqa: E402
 from image_photos import PHOTOS, photo  # noqa: E402
+from timing import best  # noqa: E402
 
 
 def write_set(folder: Path, fmt: str, scale: int, count: int) -> list[Path]:
@@ -65,15 +66,6 @@ def stage_run(stage: ImageNearDedup, paths: list[Path]) -> pa.Table:
                       "image": pa.array(data, pa.binary()), "width": pa.array([s[0] for s in sizes], pa.int32()),
                       "height": pa.array([s[1] for s in sizes], pa.int32())})
     return stage.fingerprint(table)
-
-
-def best(fn, repeats: int) -> tuple[float, object]:
-    times, out = [], None
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t)
-    return min(times), out
 
 
 def main() -> None:

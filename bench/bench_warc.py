@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from corpusforge.io.readers.warc import WarcReader, extract  # noqa: E402
 from web_pages import pages, write_warc  # noqa: E402
+from timing import best  # noqa: E402
 
 
 def tokens(text: str, lang: str) -> Counter:
@@ -47,15 +48,6 @@ def quality(outs: list[str | None], ps: list[dict]) -> dict:
         p_, r_ = sum(x[0] for x in pr) / len(pr), sum(x[1] for x in pr) / len(pr)
         res[lang] = (p_, r_, 2 * p_ * r_ / (p_ + r_))
     return res
-
-
-def best(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t)
-    return min(times), out
 
 
 def main() -> None:
