@@ -4,7 +4,8 @@ execution engine changes, so the output is byte-identical to the CLI's.
 
 * Task runner: Prefect's default (threads in this process), or Dask through prefect-dask's
   ``DaskTaskRunner``: ``dask_workers`` local worker processes, or an existing cluster at
-  ``dask_address`` (``tcp://scheduler:8786``). Units are the unit of distribution; a global
+  ``dask_address`` (``tcp://scheduler:8786``); without ``PREFECT_API_URL`` a Dask run starts its
+  own loopback Prefect server (workers cannot reach the ephemeral API). Units are the unit of distribution; a global
   stage's fingerprint (map) and filter (map) steps run inside the unit tasks, its resolve
   (reduce) step as one task, all reading and writing the run's ``_work/`` folder, which every
   worker must therefore see (one machine, or a shared filesystem).
@@ -133,6 +134,41 @@ def pipeline_flow(config: dict, resume: bool = False, base: str | None = None) -
     return {"out": str(summary.out), "totals": totals}
 
 
+def _api_url() -> str | None:
+    from prefect.settings import PREFECT_API_URL
+
+    return PREFECT_API_URL.value() or None
+
+
+class local_server:
+    """A Prefect server on a free loopback port for the duration of a ``with`` block."""
+
+    def __enter__(self) -> str:
+        import socket
+        import subprocess
+        import sys
+
+        from flows.serve import wait_healthy
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        exe = Path(sys.executable).with_name("prefect")
+        self.proc = subprocess.Popen([str(exe) if exe.exists() else "prefect", "server", "start", "--host", "127.0.0.1",
+                                      "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}/api"
+        try:
+            wait_healthy(url, timeout=120)
+        except Exception:
+            self.proc.terminate()
+            raise
+        return url
+
+    def __exit__(self, *exc) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+
+
 def dask_runner(workers: int | None = None, address: str | None = None):
     """prefect-dask's DaskTaskRunner: an existing cluster at ``address``, or a local cluster of
     ``workers`` single-threaded worker processes."""
@@ -151,6 +187,14 @@ def run_flow(config: dict, resume: bool = False, base: str | None = None, dask_w
     f = pipeline_flow
     if dask_workers or dask_address:
         f = pipeline_flow.with_options(task_runner=dask_runner(dask_workers, dask_address))
+        if not _api_url():
+            # Dask worker processes report task states to a Prefect API; the ephemeral one of
+            # this process is not reachable from them, so a run without a server gets its own
+            with local_server() as url:
+                from prefect.settings import PREFECT_API_URL, temporary_settings
+
+                with temporary_settings(updates={PREFECT_API_URL: url}):
+                    return f(config, resume=resume, base=base)
     elif threads:
         from prefect.task_runners import ThreadPoolTaskRunner
 

@@ -202,3 +202,16 @@ def test_worker_process_dying_is_retried(tmp_path):
     runner.run(_cfg(tmp_path, out="ref", stages=[]))
     parquet = lambda t: {k: v for k, v in t.items() if k.endswith(".parquet")}  # noqa: E731
     assert parquet(_tree_bytes(tmp_path / "out")) == parquet(_tree_bytes(tmp_path / "ref"))
+
+
+def test_dask_run_without_a_configured_server(tmp_path):
+    """Without PREFECT_API_URL a Dask run starts its own loopback server (the ephemeral API of
+    the flow's process is not reachable from Dask worker processes) and stops it afterwards."""
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(PREFECT_HOME=str(tmp_path / "prefect_home"), PYTHONPATH=os.pathsep.join([HELPERS, str(ROOT)]))
+    r = _flow(env, _write(_cfg(tmp_path, out="dask"), tmp_path / "c.yaml"), "--dask-workers", "2")
+    assert r.returncode == 0, r.stderr[-3000:]
+    from corpusforge import runner
+
+    runner.run(_cfg(tmp_path, out="cli"))
+    assert _tree_bytes(tmp_path / "dask") == _tree_bytes(tmp_path / "cli")
