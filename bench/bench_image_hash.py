@@ -21,7 +21,6 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")

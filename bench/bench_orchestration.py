@@ -13,10 +13,8 @@ in any one process of the run (sampled every 0.2 s with psutil).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -69,29 +67,20 @@ def measured(cmd: list[str], env: dict) -> tuple[float, float]:
     return time.perf_counter() - t, peak[0]
 
 
-def port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--overhead-docs", type=int, default=200_000)
     ap.add_argument("--sizes", default="10000,100000,1000000")
     args = ap.parse_args()
-    from flows.serve import wait_healthy
+    from flows.serve import local_server
 
     home = WORK / "prefect_home"
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
-    p = port()
-    env = dict(os.environ, PREFECT_HOME=str(home), PREFECT_API_URL=f"http://127.0.0.1:{p}/api", DO_NOT_TRACK="1",
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", PREFECT_LOGGING_LEVEL="WARNING")
-    server = subprocess.Popen([str(Path(sys.executable).with_name("prefect")), "server", "start", "--host", "127.0.0.1",
-                               "--port", str(p)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_healthy(env["PREFECT_API_URL"], 120)
+    env = dict(os.environ, PREFECT_HOME=str(home), DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false",
+               PREFECT_LOGGING_LEVEL="WARNING")
+    with local_server(env) as url:
+        env["PREFECT_API_URL"] = url
         cli = [sys.executable, "-m", "corpusforge", "run"]
         flow = [sys.executable, "-m", "flows.pipeline"]
         n = args.overhead_docs
@@ -124,9 +113,6 @@ def main() -> None:
             t, m = measured(flow + [str(config(data, out)), "--dask-workers", "2"], env)
             print(f"| {size:,} | {mb:.0f} | {t:.1f} | {m:.0f} | {t / size * 10_000:.2f} |", flush=True)
             shutil.rmtree(out, ignore_errors=True)
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 

@@ -93,7 +93,7 @@ def write_warc(path: Path, responses: list[dict], gzip: bool = True, with_reques
         writer.write_record(writer.create_warcinfo_record(path.name, {"software": "corpusforge tests"}))
         for r in responses:
             if with_requests:
-                req = StatusAndHeaders(f"GET / HTTP/1.1", [("Host", "example.com")], is_http_request=True)
+                req = StatusAndHeaders("GET / HTTP/1.1", [("Host", "example.com")], is_http_request=True)
                 writer.write_record(writer.create_warc_record(r["url"], "request", http_headers=req,
                                                               warc_headers_dict=fixed(r["url"], "request")))
             status = r.get("status", 200)

@@ -16,6 +16,35 @@ import pyarrow.parquet as pq
 
 
 @dataclass
+class Spills:
+    """A global stage's fingerprint files, as the resolve step sees them: their row counts, and
+    for every global id the unit and the row within the unit it came from."""
+
+    files: list[str]
+    sizes: np.ndarray
+    units: np.ndarray
+    rows: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.sizes.sum())
+
+    def column(self, name: str) -> pa.ChunkedArray:
+        """One column of every file, in global-id order."""
+        typ = pq.read_schema(self.files[0]).field(name).type
+        return pa.chunked_array([pq.read_table(f, columns=[name]).column(0) for f in self.files], type=typ)
+
+
+def spills(fingerprint_files) -> Spills:
+    files = [str(f) for f in fingerprint_files]
+    sizes = np.array([pq.read_metadata(f).num_rows for f in files], dtype=np.int64)
+    if not sizes.sum():
+        return Spills(files, sizes, np.zeros(0, np.int32), np.zeros(0, np.int64))
+    units = np.concatenate([pq.read_table(f, columns=["unit"]).column("unit").to_numpy() for f in files])
+    return Spills(files, sizes, units, np.concatenate([np.arange(s) for s in sizes]))
+
+
+@dataclass
 class Clusters:
     members: np.ndarray        # global ids in a cluster of two or more, ascending
     label: np.ndarray          # the cluster of each member

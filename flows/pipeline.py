@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 from pathlib import Path
 
@@ -140,35 +139,6 @@ def _api_url() -> str | None:
     return PREFECT_API_URL.value() or None
 
 
-class local_server:
-    """A Prefect server on a free loopback port for the duration of a ``with`` block."""
-
-    def __enter__(self) -> str:
-        import socket
-        import subprocess
-        import sys
-
-        from flows.serve import wait_healthy
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        exe = Path(sys.executable).with_name("prefect")
-        self.proc = subprocess.Popen([str(exe) if exe.exists() else "prefect", "server", "start", "--host", "127.0.0.1",
-                                      "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        url = f"http://127.0.0.1:{port}/api"
-        try:
-            wait_healthy(url, timeout=120)
-        except Exception:
-            self.proc.terminate()
-            raise
-        return url
-
-    def __exit__(self, *exc) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=60)
-
-
 def dask_runner(workers: int | None = None, address: str | None = None):
     """prefect-dask's DaskTaskRunner: an existing cluster at ``address``, or a local cluster of
     ``workers`` single-threaded worker processes."""
@@ -190,9 +160,11 @@ def run_flow(config: dict, resume: bool = False, base: str | None = None, dask_w
         if not _api_url():
             # Dask worker processes report task states to a Prefect API; the ephemeral one of
             # this process is not reachable from them, so a run without a server gets its own
-            with local_server() as url:
-                from prefect.settings import PREFECT_API_URL, temporary_settings
+            from prefect.settings import PREFECT_API_URL, temporary_settings
 
+            from flows.serve import local_server
+
+            with local_server() as url:
                 with temporary_settings(updates={PREFECT_API_URL: url}):
                     return f(config, resume=resume, base=base)
     elif threads:

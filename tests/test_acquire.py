@@ -25,7 +25,7 @@ from corpusforge.io.readers.warc import WarcReader, decode_html
 from corpusforge.pointcloud.clouds import arrays
 
 sys.path.insert(0, str(ROOT / "bench"))
-from web_pages import page, pages, write_warc  # noqa: E402
+from web_pages import pages, write_warc  # noqa: E402
 
 ACQ = SAMPLES / "acquire"
 

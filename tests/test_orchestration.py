@@ -6,7 +6,6 @@ import json
 import os
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,32 +21,17 @@ from test_runner import HELPERS, _cfg, _tree_bytes
 pytestmark = pytest.mark.slow
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """A Prefect server on 127.0.0.1 for this module; yields the environment that points at it."""
-    from flows.serve import wait_healthy
+    from flows.serve import local_server
 
     home = tmp_path_factory.mktemp("prefect_home")
-    port = _port()
-    env = dict(os.environ, PREFECT_HOME=str(home), PREFECT_API_URL=f"http://127.0.0.1:{port}/api",
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1", PREFECT_LOGGING_LEVEL="WARNING",
-               PYTHONPATH=os.pathsep.join([HELPERS, str(ROOT)]))
-    log = open(home / "server.log", "w")
-    proc = subprocess.Popen([str(Path(sys.executable).with_name("prefect")), "server", "start", "--host", "127.0.0.1",
-                             "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        wait_healthy(env["PREFECT_API_URL"], timeout=120)
-        yield env
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
-        log.close()
+    env = dict(os.environ, PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1",
+               PREFECT_LOGGING_LEVEL="WARNING", PYTHONPATH=os.pathsep.join([HELPERS, str(ROOT)]))
+    env.pop("PREFECT_API_URL", None)
+    with open(home / "server.log", "w") as log, local_server(env, log) as url:
+        yield dict(env, PREFECT_API_URL=url)
 
 
 def _write(cfg: dict, path: Path) -> Path:
@@ -65,7 +49,7 @@ def test_deployment_run_from_the_server(server, tmp_path):
     serve = subprocess.Popen([sys.executable, "-m", "flows.serve", "--no-server", "--base", str(tmp_path)],
                              env=server, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        trigger = f"""
+        trigger = """
 import json, sys, time
 from prefect.deployments import run_deployment
 from prefect.client.orchestration import get_client
@@ -78,8 +62,8 @@ while True:                                   # wait until `serve` has registere
     except Exception:
         if time.time() > deadline: raise
         time.sleep(1)
-run = run_deployment("corpusforge-pipeline/pipeline", parameters={{"config": json.loads(sys.argv[1])}}, timeout=240)
-print(json.dumps({{"state": run.state.type.value}}))
+run = run_deployment("corpusforge-pipeline/pipeline", parameters={"config": json.loads(sys.argv[1])}, timeout=240)
+print(json.dumps({"state": run.state.type.value}))
 """
         r = subprocess.run([sys.executable, "-c", trigger, json.dumps(cfg)], env=server, cwd=ROOT,
                            capture_output=True, text=True, timeout=400)

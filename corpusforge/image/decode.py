@@ -116,10 +116,6 @@ def analysis_image(data: bytes, min_side: int = 0, min_pixels: int = 0, max_pixe
     return to_8bit(im, background)
 
 
-def grey_array(im: Image.Image) -> np.ndarray:
-    return np.asarray(im if im.mode == "L" else im.convert("L"))
-
-
 def rgb_array(im: Image.Image) -> np.ndarray:
     return np.asarray(im if im.mode == "RGB" else im.convert("RGB"))
 

@@ -39,11 +39,10 @@ import imagehash
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from PIL import Image
 from pydantic import Field
 
-from corpusforge.clusters import FixedRows, clusters, gather_column
+from corpusforge.clusters import FixedRows, clusters, gather_column, spills
 from corpusforge.image.decode import DEFAULT_MAX_PIXELS, ImageProblem, analysis_image
 from corpusforge.image.hamming import near_pairs
 from corpusforge.stage import GlobalStage, StageConfig, StageStats, write_decisions
@@ -163,17 +162,8 @@ class ImageNearDedup(GlobalStage):
     # -- reduce ---------------------------------------------------------------------------
     def resolve(self, fingerprint_files: list[Path], workdir: Path, stats: StageStats) -> None:
         c: ImageDedupConfig = self.config
-        files = [str(f) for f in fingerprint_files]
-        sizes = np.array([pq.read_metadata(f).num_rows for f in files], dtype=np.int64)
-        n = int(sizes.sum())
-
-        def column(name: str) -> pa.ChunkedArray:
-            return pa.chunked_array([pq.read_table(f, columns=[name]).column(0) for f in files],
-                                    type=pq.read_schema(files[0]).field(name).type) if files else pa.chunked_array([], pa.null())
-
-        units = np.concatenate([pq.read_table(f, columns=["unit"]).column("unit").to_numpy() for f in files]) \
-            if n else np.zeros(0, np.int32)
-        rows_in_unit = np.concatenate([np.arange(s) for s in sizes]) if n else np.zeros(0, np.int64)
+        sp = spills(fingerprint_files)
+        files, sizes, n, units, rows_in_unit, column = sp.files, sp.sizes, sp.n, sp.units, sp.rows, sp.column
         decisions = []
         if n == 0:
             write_decisions(workdir, _decisions(decisions))

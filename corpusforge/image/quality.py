@@ -46,7 +46,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from corpusforge.errors import ConfigError
-from corpusforge.image.decode import DEFAULT_MAX_PIXELS, ImageProblem, analysis_image, grey_array, rgb_array
+from corpusforge.image.decode import DEFAULT_MAX_PIXELS, ImageProblem, analysis_image, rgb_array
 from corpusforge.stage import Stage, StageConfig, StageResult, StageStats, split
 
 
@@ -124,7 +124,6 @@ class Quality(Stage):
         return scores, rgb
 
     def process(self, table: pa.Table, stats: StageStats) -> StageResult:
-        c: QualityConfig = self.config
         n = table.num_rows
         images = table.column("image").to_pylist()
         width = table.column("width").to_pylist()

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field, model_validator
 
-from corpusforge.clusters import FixedRows, clusters, gather_column
+from corpusforge.clusters import FixedRows, clusters, gather_column, spills
 from corpusforge.stage import GlobalStage, StageConfig, StageStats, write_decisions
 from corpusforge.text.features import languages, is_cjk
 from corpusforge.text.minhash import band_keys, shingle, signatures
@@ -103,12 +103,8 @@ class NearDedup(GlobalStage):
         c: NearDedupConfig = self.config
         bands, rows = c.lsh_params()
         stats.counters["lsh_bands"], stats.counters["lsh_rows"] = bands, rows
-        files = [str(f) for f in fingerprint_files]
-        sizes = np.array([pq.read_metadata(f).num_rows for f in files], dtype=np.int64)
-        n = int(sizes.sum())
-        units = np.concatenate([pq.read_table(f, columns=["unit"]).column("unit").to_numpy() for f in files]) \
-            if n else np.zeros(0, np.int32)
-        rows_in_unit = np.concatenate([np.arange(s) for s in sizes]) if n else np.zeros(0, np.int64)
+        sp = spills(fingerprint_files)
+        files, sizes, n, units, rows_in_unit = sp.files, sp.sizes, sp.n, sp.units, sp.rows
         if n == 0:
             write_decisions(workdir, _empty_decisions())
             return

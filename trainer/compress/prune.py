@@ -25,7 +25,6 @@ Schedules: ``one_shot`` prunes to the target then fine-tunes ``finetune_steps``;
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import torch

@@ -126,6 +126,16 @@ def text_table(source: str, texts: list[str], *, ids: list[str] | None = None, s
     })
 
 
+def bad_rows(source: str, src_path: str, bad: list[tuple[str, int, str, str]]) -> pa.Table | None:
+    """Rejected text rows for (raw text, line or row number, reason, detail) entries, ids keyed by
+    the file and the position; None when there are none."""
+    if not bad:
+        return None
+    return with_reasons(text_table(source, [b[0] for b in bad], src_path=src_path, src_rows=[b[1] for b in bad],
+                                   ids=[record_id(source, f"{src_path}\0{b[1]}\0{b[0]}") for b in bad]),
+                        [b[2] for b in bad], [b[3] for b in bad])
+
+
 def file_error_row(kind: str, source: str, path: Path, reason: str, detail: str, row: int | None = None,
                    payload: bytes = b"") -> pa.Table:
     """One rejected row standing for a file (or the rest of a file) that could not be read,

@@ -65,7 +65,7 @@ class ImageFolderReader(Reader):
         import zipfile
 
         cfg: ImageFolderConfig = self.config
-        batches, seen = [], 0
+        seen = 0
         try:
             if path.name.lower().endswith(".zip"):
                 with zipfile.ZipFile(path) as zf:

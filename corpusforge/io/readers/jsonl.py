@@ -17,9 +17,8 @@ from typing import Iterator
 
 from pydantic import Field
 
-from corpusforge.io.readers.base import (truncated_batch, ReadBatch, Reader, ReaderConfig, describe_os_error, dumps_meta,
-                                         file_error_row, open_maybe_compressed, record_id, text_table,
-                                         with_reasons)
+from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, bad_rows, describe_os_error, dumps_meta,
+                                         file_error_row, open_maybe_compressed, text_table, truncated_batch)
 
 
 class JsonlConfig(ReaderConfig):
@@ -49,13 +48,7 @@ class JsonlReader(Reader):
         def flush():
             nonlocal texts, rows, metas, langs, bad
             records = text_table(cfg.source, texts, src_path=src, src_rows=rows, metas=metas, langs=langs)
-            rejected = None
-            if bad:
-                raw = [b[0] for b in bad]
-                rejected = with_reasons(
-                    text_table(cfg.source, raw, ids=[record_id(cfg.source, f"{src}\0{b[1]}\0{b[0]}") for b in bad],
-                               src_path=src, src_rows=[b[1] for b in bad]),
-                    [b[2] for b in bad], [b[3] for b in bad])
+            rejected = bad_rows(cfg.source, src, bad)
             texts, rows, metas, langs, bad = [], [], [], [], []
             return ReadBatch(records, rejected)
 

@@ -22,29 +22,15 @@ from typing import Iterator
 import numpy as np
 from pydantic import Field
 
-from corpusforge import schemas
-from corpusforge.io.readers.base import ReadBatch, Reader, ReaderConfig, describe_os_error, file_error_row
-from corpusforge.io.readers.pointcloud import SPACING, DIAGONAL, NONFINITE, cloud_batch
-
-
-class _CloudReader(Reader):
-    kinds = ("pointcloud",)
-
-    def output_columns(self):
-        import pyarrow as pa
-
-        return {NONFINITE: pa.int64(), SPACING: pa.float64(), DIAGONAL: pa.float64()}
-
-    def reject(self, path: Path, reason: str, detail: str) -> ReadBatch:
-        return ReadBatch(schemas.load("pointcloud").empty_table(),
-                         file_error_row("pointcloud", self.config.source, path, reason, detail))
+from corpusforge.io.readers.base import ReadBatch, ReaderConfig, describe_os_error
+from corpusforge.io.readers.pointcloud import CloudReader, cloud_batch
 
 
 class KittiConfig(ReaderConfig):
     labels: bool = Field(True, description="Read label_2/<stem>.txt (+ calib/<stem>.txt) into meta.boxes.")
 
 
-class KittiReader(_CloudReader):
+class KittiReader(CloudReader):
     format = "kitti"
     Config = KittiConfig
     suffixes = (".bin",)
@@ -114,7 +100,7 @@ def kitti_boxes(bin_path: Path) -> list[dict] | None:
     return boxes
 
 
-class LasReader(_CloudReader):
+class LasReader(CloudReader):
     format = "las"
     Config = ReaderConfig
     suffixes = (".las", ".laz")

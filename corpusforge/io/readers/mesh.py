@@ -20,8 +20,7 @@ import xxhash
 from pydantic import Field
 
 from corpusforge.io.readers.base import ReadBatch, ReaderConfig, describe_os_error
-from corpusforge.io.readers.lidar import _CloudReader
-from corpusforge.io.readers.pointcloud import cloud_batch
+from corpusforge.io.readers.pointcloud import CloudReader, cloud_batch
 
 
 class MeshConfig(ReaderConfig):
@@ -30,7 +29,7 @@ class MeshConfig(ReaderConfig):
     seed: int = 0
 
 
-class MeshReader(_CloudReader):
+class MeshReader(CloudReader):
     format = "mesh"
     Config = MeshConfig
     suffixes = (".off", ".obj", ".ply", ".stl")

@@ -34,21 +34,34 @@ class PointCloudConfig(ReaderConfig):
                           r"e.g. '^(.*)_view\d+$'.")
 
 
-class PointCloudReader(Reader):
-    format = "pointcloud"
+def cloud_reject(source: str, path: Path, reason: str, detail: str) -> ReadBatch:
+    """A cloud file that could not be read, as one rejected row."""
+    return ReadBatch(schemas.load("pointcloud").empty_table(),
+                     file_error_row("pointcloud", source, path, reason, detail))
+
+
+class CloudReader(Reader):
+    """Base of the point-cloud readers: the columns every cloud record gets, and rejections."""
+
     kinds = ("pointcloud",)
-    Config = PointCloudConfig
-    suffixes = (".ply", ".pcd", ".xyz", ".npy")
 
     def output_columns(self) -> dict[str, pa.DataType]:
         return {NONFINITE: pa.int64(), SPACING: pa.float64(), DIAGONAL: pa.float64()}
 
+    def reject(self, path: Path, reason: str, detail: str) -> ReadBatch:
+        return cloud_reject(self.config.source, path, reason, detail)
+
+
+class PointCloudReader(CloudReader):
+    format = "pointcloud"
+    Config = PointCloudConfig
+    suffixes = (".ply", ".pcd", ".xyz", ".npy")
+
     def read(self, path: Path) -> Iterator[ReadBatch]:
         cfg: PointCloudConfig = self.config
-        schema = schemas.load("pointcloud")
 
         def reject(reason: str, detail: str) -> ReadBatch:
-            return ReadBatch(schema.empty_table(), file_error_row("pointcloud", cfg.source, path, reason, detail))
+            return self.reject(path, reason, detail)
 
         try:
             if path.stat().st_size == 0:
@@ -77,8 +90,7 @@ def cloud_batch(source: str, path: Path, xyz, attrs: dict, group: str | None = N
     """A loaded cloud as a record: non-finite points removed and counted (attributes kept aligned),
     bbox in ``meta``, spacing and diagonal scores; ``corrupt_file`` / ``empty_cloud`` rejections."""
     def reject(reason: str, detail: str) -> ReadBatch:
-        return ReadBatch(schemas.load("pointcloud").empty_table(),
-                         file_error_row("pointcloud", source, path, reason, detail))
+        return cloud_reject(source, path, reason, detail)
 
     if xyz is None or xyz.ndim != 2 or xyz.shape[1] != 3:
         return reject("corrupt_file", "no xyz positions could be parsed")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
 from typing import Iterator
 
@@ -23,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
-from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, describe_os_error, dumps_meta, file_error_row,
+from corpusforge.io.readers.base import (bad_rows, ReadBatch, Reader, ReaderConfig, describe_os_error, dumps_meta, file_error_row,
                                          open_maybe_compressed, record_id, text_table, truncated_batch, with_reasons)
 
 
@@ -47,12 +46,8 @@ class CsvReader(Reader):
 
         def flush() -> ReadBatch:
             nonlocal texts, rows, metas, bad
-            rejected = None
-            if bad:
-                rejected = with_reasons(text_table(cfg.source, [b[0] for b in bad], src_path=src, src_rows=[b[1] for b in bad],
-                                                   ids=[record_id(cfg.source, f"{src}\0{b[1]}\0{b[0]}") for b in bad]),
-                                        [b[2] for b in bad], [b[3] for b in bad])
-            out = ReadBatch(text_table(cfg.source, texts, src_path=src, src_rows=rows, metas=metas), rejected)
+            out = ReadBatch(text_table(cfg.source, texts, src_path=src, src_rows=rows, metas=metas),
+                            bad_rows(cfg.source, src, bad))
             texts, rows, metas, bad = [], [], [], []
             return out
 

@@ -11,8 +11,8 @@ from typing import Iterator, Literal
 
 from pydantic import Field
 
-from corpusforge.io.readers.base import (truncated_batch, ReadBatch, Reader, ReaderConfig, describe_os_error, file_error_row,
-                                         open_maybe_compressed, record_id, text_table, with_reasons)
+from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, bad_rows, describe_os_error, file_error_row,
+                                         open_maybe_compressed, text_table, truncated_batch)
 
 
 class TextConfig(ReaderConfig):
@@ -63,13 +63,7 @@ class TextReader(Reader):
 
         def flush():
             nonlocal texts, rows, bad
-            rejected = None
-            if bad:
-                rejected = with_reasons(
-                    text_table(cfg.source, [b[0] for b in bad], src_path=src, src_rows=[b[1] for b in bad],
-                               ids=[record_id(cfg.source, f"{src}\0{b[1]}\0{b[0]}") for b in bad]),
-                    ["invalid_utf8"] * len(bad), [b[2] for b in bad])
-            out = ReadBatch(text_table(cfg.source, texts, src_path=src, src_rows=rows), rejected)
+            out = ReadBatch(text_table(cfg.source, texts, src_path=src, src_rows=rows), bad_rows(cfg.source, src, bad))
             texts, rows, bad = [], [], []
             return out
 
@@ -79,7 +73,7 @@ class TextReader(Reader):
                     try:
                         s = line.decode(cfg.encoding).rstrip("\r\n")
                     except UnicodeDecodeError as exc:
-                        bad.append((line.decode(cfg.encoding, "replace").rstrip("\r\n"), lineno,
+                        bad.append((line.decode(cfg.encoding, "replace").rstrip("\r\n"), lineno, "invalid_utf8",
                                     f"line {lineno + 1}: invalid byte at offset {exc.start}"))
                         continue
                     if not s.strip() and cfg.skip_blank_lines:
