@@ -122,30 +122,33 @@ def cmd_validate(args) -> int:
     from corpusforge import schemas
     from corpusforge.io.dataset import Dataset
 
-    roots = [Path(args.path)]
-    if (Path(args.path) / "rejected" / "manifest.json").exists():
-        roots.append(Path(args.path) / "rejected")
+    ds = Dataset.open(args.path)
+    datasets = [ds]
+    rejected_dir = ds.store.join("rejected")
+    if ds.store.exists(f"{rejected_dir}/manifest.json"):
+        datasets.append(Dataset.open(ds.store.display(rejected_dir)))
     failed = False
-    for root in roots:
-        ds = Dataset.open(root)
+    for ds in datasets:
         problems = [str(p) for p in ds.verify(checksums=not args.no_checksums)]
         rejected = ds.manifest.get("dataset") == "rejected"
-        for path in ds.shard_paths:
-            if not path.exists():
+        for entry in ds.manifest["shards"]:
+            path = ds.store.join(entry["path"])
+            if not ds.store.exists(path):
                 continue
             try:
-                shard_schema = pq.read_schema(path)
+                shard_schema = pq.read_schema(path, filesystem=ds.store.arrow_fs)
                 schemas.validate(shard_schema.empty_table(), ds.record_schema, rejected=rejected)
             except Exception as exc:  # noqa: BLE001 - report every problem, keep checking
-                problems.append(f"{path.name}: {exc}")
+                problems.append(f"{entry['path']}: {exc}")
         if problems:
             failed = True
-            out.print(f"[red]INVALID[/red] {root}: {len(problems)} problem(s)")
+            out.print(f"[red]INVALID[/red] {ds.root}: {len(problems)} problem(s)")
             for p in problems:
                 out.print(f"  - {p}")
         else:
             what = "sizes, checksums and schema" if not args.no_checksums else "sizes and schema"
-            out.print(f"[green]OK[/green] {root}: {len(ds.shard_paths)} shard(s), {ds.num_rows:,} rows; {what} verified")
+            out.print(f"[green]OK[/green] {ds.root}: {len(ds.manifest['shards'])} shard(s), {ds.num_rows:,} rows; "
+                      f"{what} verified")
     return EXIT_FAILED if failed else EXIT_OK
 
 

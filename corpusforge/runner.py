@@ -18,15 +18,19 @@ What is on disk
 ``<out>/_work/``                                             intermediate shards, fingerprints, decisions,
                                                              and one ``done`` marker per finished step
 
-Every file is written atomically; a step's ``done`` marker is written last. ``--resume``
-skips steps whose marker exists and redoes the others after deleting their partial
-files, so a killed run resumes to byte-identical output.
+``<out>`` is a local folder or an object-store URL (``s3://bucket/prefix``): every file goes
+through an ``io.storage.Store``, so the spill files of the global stages' map steps live where
+every worker can read them, and the reduce step reads them from there.
+
+Every file is written atomically (renamed into place, or uploaded to its final key); a step's
+``done`` marker is written last. ``--resume`` skips steps whose marker exists and redoes the
+others after deleting their partial files, so a killed run resumes to byte-identical output.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -39,9 +43,9 @@ import pyarrow.parquet as pq
 from corpusforge import __version__, schemas
 from corpusforge.config import PipelineConfig, from_dict
 from corpusforge.errors import AccountingError, ConfigError, CorpusforgeError, UnitsFailed
-from corpusforge.io.atomic import commit, temp_path, write_bytes, write_json
-from corpusforge.io.dataset import build_manifest, write_manifest
+from corpusforge.io.dataset import MANIFEST, build_manifest, write_manifest
 from corpusforge.io.readers.base import Reader, file_size
+from corpusforge.io.storage import Store, scratch_dir
 from corpusforge.io.writer import ShardInfo, ShardWriter
 from corpusforge.stage import REJECT_STAGE, GlobalStage, Stage, StageResult, StageStats, run_checked
 
@@ -80,10 +84,10 @@ class Plan:
     def __init__(self, config: PipelineConfig, base: Path | None = None):
         self.config = config
         self.base = Path(base) if base else Path.cwd()
-        out = Path(config.output.path)
-        self.out = out if out.is_absolute() else self.base / out
-        self.rejected_dir = self.out / "rejected"
-        self.work = self.out / "_work"
+        self.store = Store(config.output.path, base=self.base)
+        self.out = self.store.root                      # paths below are paths of self.store
+        self.rejected_dir = self.store.join("rejected")
+        self.work = self.store.join("_work")
         self.record_schema = schemas.load(config.kind)
         self.readers: list[Reader] = config.readers(base=self.base)
         self.stages: list[Stage] = config.stage_objects()
@@ -123,19 +127,40 @@ class Plan:
         return f"{position:02d}:{stage.name}"
 
     # -- paths -------------------------------------------------------------------------
-    def done_path(self, segment: int, unit: int) -> Path:
-        return self.work / f"seg{segment}" / f"u{unit:05d}.done.json"
+    def done_path(self, segment: int, unit: int) -> str:
+        return f"{self.work}/seg{segment}/u{unit:05d}.done.json"
 
-    def resolve_dir(self, segment: int) -> Path:
-        return self.work / f"global{segment}"
+    def resolve_dir(self, segment: int) -> str:
+        return f"{self.work}/global{segment}"
 
-    def fingerprint_path(self, segment: int, unit: int) -> Path:
+    def fingerprint_path(self, segment: int, unit: int) -> str:
         """Fingerprints of unit's rows for the global stage that opens ``segment``."""
-        return self.work / f"fp{segment}" / f"u{unit:05d}.parquet"
+        return f"{self.work}/fp{segment}/u{unit:05d}.parquet"
 
-    def kept_location(self, segment: int) -> tuple[Path, str]:
+    def kept_location(self, segment: int) -> tuple[str, str]:
         last = segment == len(self.segments) - 1
-        return (self.out, "part") if last else (self.work / f"seg{segment}", "part")
+        return (self.out, "part") if last else (f"{self.work}/seg{segment}", "part")
+
+    def local_resolve_dir(self, segment: int) -> Path:
+        """The resolve step's output (decisions) as a local folder, for the global filter. On an
+        object store it is downloaded once per machine and run (keyed by its done marker) and
+        shared by the worker processes there."""
+        path = self.resolve_dir(segment)
+        if self.store.is_local:
+            return Path(path)
+        import xxhash
+
+        marker = self.store.read_bytes(f"{path}/done.json")
+        key = xxhash.xxh3_64_hexdigest(f"{self.store.display(path)}\0{self.config_hash}\0".encode() + marker)
+        local = scratch_dir() / f"resolve-{key}"
+        if not local.exists():
+            staging = Path(tempfile.mkdtemp(prefix=f".resolve-{key}-", dir=scratch_dir()))
+            self.store.get_dir(path, staging)
+            try:
+                staging.rename(local)       # another process on this machine may have won: fine
+            except OSError:
+                shutil.rmtree(staging, ignore_errors=True)
+        return local
 
 
 def plan_units(readers: list[Reader], unit_bytes: int) -> list[Unit]:
@@ -179,26 +204,28 @@ def _coalesce(batches: Iterator[pa.Table], rows: int, nbytes: int = 64 << 20) ->
 def _clean_unit_outputs(plan: Plan, segment: int, unit: int) -> None:
     """Delete whatever a crashed attempt at (segment, unit) left behind."""
     directory, prefix = plan.kept_location(segment)
-    for p in directory.glob(f"{prefix}-{unit:05d}-*.parquet"):
-        p.unlink()
-    for p in plan.rejected_dir.glob(f"part-{unit:05d}-{segment}-*.parquet"):
-        p.unlink()
+    store = plan.store
+    for p in store.glob(f"{directory}/{prefix}-{unit:05d}-*.parquet"):
+        store.rm(p)
+    for p in store.glob(f"{plan.rejected_dir}/part-{unit:05d}-{segment}-*.parquet"):
+        store.rm(p)
     if segment + 1 < len(plan.segments):
-        plan.fingerprint_path(segment + 1, unit).unlink(missing_ok=True)
+        store.rm(plan.fingerprint_path(segment + 1, unit))
 
 
 def run_unit(plan: Plan, segment_index: int, unit: Unit) -> UnitResult:
     """Run one unit through one segment and write its shards, fingerprints and done marker."""
     seg = plan.segments[segment_index]
     done = plan.done_path(segment_index, unit.index)
-    if done.exists():
-        return load_done(done)
+    if plan.store.exists(done):
+        return load_done(plan, done)
     _clean_unit_outputs(plan, segment_index, unit.index)
     directory, prefix = plan.kept_location(segment_index)
     opts = plan.config.output.writer_options()
-    kept_writer = ShardWriter(directory, f"{prefix}-{unit.index:05d}", plan.kept_schema, opts, plan.record_schema.name)
+    kept_writer = ShardWriter(directory, f"{prefix}-{unit.index:05d}", plan.kept_schema, opts, plan.record_schema.name,
+                              store=plan.store)
     rej_writer = ShardWriter(plan.rejected_dir, f"part-{unit.index:05d}-{segment_index}", plan.rejected_schema, opts,
-                             f"{plan.record_schema.name} (rejected)")
+                             f"{plan.record_schema.name} (rejected)", store=plan.store)
     stats: dict[str, StageStats] = {}
     read_stats = {"files": 0, "records": 0, "rejected": 0, "rejected_by_reason": Counter(), "bytes": 0}
     next_global = plan.segments[segment_index + 1] if segment_index + 1 < len(plan.segments) else None
@@ -216,7 +243,7 @@ def run_unit(plan: Plan, segment_index: int, unit: Unit) -> UnitResult:
                 st = stats.setdefault(key, StageStats())
                 res = run_checked(seg.global_stage, batch, st,
                                   lambda t: seg.global_stage.filter(t, unit.index, row_offset,
-                                                                    plan.resolve_dir(segment_index), st))
+                                                                    plan.local_resolve_dir(segment_index), st))
                 reject(res.rejected, seg.global_stage.name)
                 batch = res.kept
             for position, stage in seg.stages:
@@ -245,17 +272,20 @@ def run_unit(plan: Plan, segment_index: int, unit: Unit) -> UnitResult:
         raise
     if next_global is not None:
         fp_path = plan.fingerprint_path(segment_index + 1, unit.index)
-        fp_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = temp_path(fp_path)
-        if fingerprints:
-            pq.write_table(pa.concat_tables(fingerprints), tmp, compression="zstd")
-        else:
-            pq.write_table(pa.table({"unit": pa.array([], pa.int32()), "row": pa.array([], pa.int64())}), tmp)
-        commit(tmp, fp_path)
+        tmp = plan.store.staging_path(fp_path)
+        try:
+            if fingerprints:
+                pq.write_table(pa.concat_tables(fingerprints), tmp, compression="zstd")
+            else:
+                pq.write_table(pa.table({"unit": pa.array([], pa.int32()), "row": pa.array([], pa.int64())}), tmp)
+        except BaseException:
+            plan.store.discard(tmp)
+            raise
+        plan.store.commit(tmp, fp_path)
     read_stats["rejected_by_reason"] = dict(sorted(read_stats["rejected_by_reason"].items()))
     result = UnitResult(segment_index, unit.index, [s.to_dict() for s in kept], [s.to_dict() for s in rejected],
                         {k: v.to_dict() for k, v in stats.items()}, read_stats if segment_index == 0 else {})
-    write_json(done, result.__dict__)
+    plan.store.write_json(done, result.__dict__)
     return result
 
 
@@ -277,7 +307,7 @@ def _segment_input(plan: Plan, segment: int, unit: Unit, read_stats: dict, rejec
                     yield rb.records
         source = _coalesce(records(), plan.config.batch_rows)
     else:
-        prev = load_done(plan.done_path(segment - 1, unit.index))
+        prev = load_done(plan, plan.done_path(segment - 1, unit.index))
         directory, _ = plan.kept_location(segment - 1)
         # intermediate shards hold every declared column, null where no stage has run yet:
         # drop those that this segment's stages and later ones will add
@@ -289,7 +319,7 @@ def _segment_input(plan: Plan, segment: int, unit: Unit, read_stats: dict, rejec
 
         def shards():
             for shard in prev.kept:
-                pf = pq.ParquetFile(directory / shard["path"])
+                pf = pq.ParquetFile(f"{directory}/{shard['path']}", filesystem=plan.store.arrow_fs)
                 for b in pf.iter_batches(batch_size=plan.config.batch_rows, columns=columns):
                     yield pa.Table.from_batches([b])
         source = shards()
@@ -298,29 +328,44 @@ def _segment_input(plan: Plan, segment: int, unit: Unit, read_stats: dict, rejec
         offset += batch.num_rows
 
 
-def load_done(path: Path) -> UnitResult:
-    return UnitResult(**json.loads(path.read_text()))
+def load_done(plan: Plan, path: str) -> UnitResult:
+    return UnitResult(**plan.store.read_json(path))
 
 
 def run_resolve(plan: Plan, segment_index: int) -> dict:
-    """The reduce step of the global stage that opens ``segment_index``."""
+    """The reduce step of the global stage that opens ``segment_index``: it reads every unit's
+    fingerprint spill file and writes the decisions that the units' filters read.
+
+    The stages' resolve works on local files (numpy, Arrow memory maps); with an object-store
+    output the spill files are downloaded to local scratch first and the decisions uploaded
+    after, before the done marker."""
     seg = plan.segments[segment_index]
+    store = plan.store
     workdir = plan.resolve_dir(segment_index)
-    done = workdir / "done.json"
-    if done.exists():
-        return json.loads(done.read_text())
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    workdir.mkdir(parents=True)
-    # units whose rows were all rejected upstream have empty fingerprint files: skip them
-    files = [f for f in (plan.fingerprint_path(segment_index, u.index) for u in plan.units)
-             if pq.read_metadata(f).num_rows > 0]
+    done = f"{workdir}/done.json"
+    if store.exists(done):
+        return store.read_json(done)
+    store.rm(workdir)
+    spills = [plan.fingerprint_path(segment_index, u.index) for u in plan.units]
     stats = StageStats()
-    start = time.perf_counter()
-    seg.global_stage.resolve(files, workdir, stats)
-    stats.seconds = time.perf_counter() - start
+    with tempfile.TemporaryDirectory(prefix="resolve-", dir=None if store.is_local else scratch_dir()) as scratch:
+        if store.is_local:
+            local_files, local_work = [Path(f) for f in spills], Path(workdir)
+        else:
+            local_files, local_work = [Path(scratch, "fp", f.rsplit("/", 1)[1]) for f in spills], Path(scratch, "work")
+            for remote, local in zip(spills, local_files):
+                local.parent.mkdir(parents=True, exist_ok=True)
+                store.fs.get_file(remote, str(local))
+        local_work.mkdir(parents=True, exist_ok=True)
+        # units whose rows were all rejected upstream have empty fingerprint files: skip them
+        files = [f for f in local_files if pq.read_metadata(f).num_rows > 0]
+        start = time.perf_counter()
+        seg.global_stage.resolve(files, local_work, stats)
+        stats.seconds = time.perf_counter() - start
+        if not store.is_local:
+            store.put_dir(local_work, workdir)
     out = {"counters": dict(sorted(stats.counters.items())), "seconds": round(stats.seconds, 4)}
-    write_json(done, out)
+    store.write_json(done, out)
     return out
 
 
@@ -330,7 +375,7 @@ def run_resolve(plan: Plan, segment_index: int) -> dict:
 
 @dataclass
 class RunSummary:
-    out: Path
+    out: str                 # the output folder: a local path or an object-store URL
     kept_rows: int
     rejected_rows: int
     stats: dict
@@ -403,30 +448,29 @@ def process_executor(workers: int):
 
 def prepare_output(plan: Plan, resume: bool) -> None:
     """Check the output folder and record this run's config hash in _work/run.json."""
-    out = plan.out
-    run_file = plan.work / RUN_FILE
-    if resume and run_file.exists():
-        previous = json.loads(run_file.read_text())
+    store, out = plan.store, plan.out
+    run_file = f"{plan.work}/{RUN_FILE}"
+    manifest_path = f"{out}/{MANIFEST}"
+    if resume and store.exists(run_file):
+        previous = store.read_json(run_file)
         if previous.get("config_hash") != plan.config_hash:
             raise CorpusforgeError(
-                f"{out}: the config changed since the interrupted run (config hash "
+                f"{store.url}: the config changed since the interrupted run (config hash "
                 f"{previous.get('config_hash', '?')[:12]} -> {plan.config_hash[:12]}); run without --resume to start over")
         return
-    if out.exists() and any(out.iterdir()):
-        ours = (out / "manifest.json").exists() or plan.work.exists()
+    if not store.is_empty_dir(out):
+        ours = store.exists(manifest_path) or store.exists(plan.work)
         if not ours:
-            raise CorpusforgeError(f"{out} exists and is not a corpusforge output folder; choose an empty or new path")
-        if resume and (out / "manifest.json").exists():
-            manifest = json.loads((out / "manifest.json").read_text())
-            if manifest.get("config_hash") == plan.config_hash:
+            raise CorpusforgeError(f"{store.url} exists and is not a corpusforge output folder; choose an empty or new path")
+        if resume and store.exists(manifest_path):
+            if store.read_json(manifest_path).get("config_hash") == plan.config_hash:
                 return   # already complete: finalize() rewrites nothing new
-        for p in list(out.glob("*.parquet")) + [out / "manifest.json", out / "stats.json"]:
-            p.unlink(missing_ok=True)
+        for p in store.glob(f"{out}/*.parquet") + [manifest_path, f"{out}/stats.json"]:
+            store.rm(p)
         for d in (plan.rejected_dir, plan.work):
-            if d.exists():
-                shutil.rmtree(d)
-    plan.work.mkdir(parents=True, exist_ok=True)
-    write_json(run_file, {"config_hash": plan.config_hash, "config": plan.config.model_dump(mode="json")})
+            store.rm(d)
+    store.makedirs(plan.work)
+    store.write_json(run_file, {"config_hash": plan.config_hash, "config": plan.config.model_dump(mode="json")})
 
 
 def run(config: PipelineConfig | dict, *, resume: bool = False, workers: int = 1, base: Path | None = None,
@@ -440,12 +484,13 @@ def run(config: PipelineConfig | dict, *, resume: bool = False, workers: int = 1
     if isinstance(config, dict):
         config = from_dict(config)
     plan = Plan(config, base=base)
+    store = plan.store
     started = time.perf_counter()
-    if resume and (plan.out / "manifest.json").exists() and not plan.work.exists():
-        manifest = json.loads((plan.out / "manifest.json").read_text())
+    if resume and store.exists(f"{plan.out}/{MANIFEST}") and not store.exists(plan.work):
+        manifest = store.read_json(f"{plan.out}/{MANIFEST}")
         if manifest.get("config_hash") == plan.config_hash:
-            stats = json.loads((plan.out / "stats.json").read_text())
-            return RunSummary(plan.out, manifest["rows"], stats["totals"]["rejected"], stats,
+            stats = store.read_json(f"{plan.out}/stats.json")
+            return RunSummary(store.url, manifest["rows"], stats["totals"]["rejected"], stats,
                               skipped_steps=len(plan.segments) * len(plan.units))
     prepare_output(plan, resume)
     execute = executor or (serial_executor if workers <= 1 else process_executor(workers))
@@ -454,7 +499,7 @@ def run(config: PipelineConfig | dict, *, resume: bool = False, workers: int = 1
     for seg in plan.segments:
         if seg.global_stage is not None:
             (resolver or run_resolve)(plan, seg.index)
-        skipped += sum(plan.done_path(seg.index, u.index).exists() for u in plan.units)
+        skipped += sum(store.exists(plan.done_path(seg.index, u.index)) for u in plan.units)
         results.append(execute(plan, seg.index, plan.units, progress))
     summary = finalize(plan, results, wall_seconds=time.perf_counter() - started)
     summary.skipped_steps = skipped
@@ -475,32 +520,33 @@ def finalize(plan: Plan, results: list[list[UnitResult]], wall_seconds: float = 
         "stages": [{"name": s.name, "config": s.config.model_dump(mode="json")} for s in plan.stages],
         "seed": plan.config.seed,
     }
-    sources = _source_counts(plan.out, kept_shards)
+    store = plan.store
+    sources = _source_counts(store, plan.out, kept_shards)
     artifacts = {}
     for stage in plan.stages:
         for key, path in stage.artifacts().items():
             path = path if path.is_absolute() else plan.base / path
             if not path.exists():
                 raise CorpusforgeError(f"stage {stage.name}: artifact {key} {path} does not exist")
-            write_bytes(plan.out / path.name, path.read_bytes())
+            store.write_bytes(f"{plan.out}/{path.name}", path.read_bytes())
             artifacts[key] = path.name
     kept_manifest = build_manifest(schema=plan.record_schema, target=plan.kept_schema, shards=kept_shards,
                                    dataset="kept", config_hash=plan.config_hash, lineage=lineage, sources=sources,
                                    artifacts=artifacts)
     rej_manifest = build_manifest(schema=plan.record_schema, target=plan.rejected_schema, shards=rejected_shards,
                                   dataset="rejected", config_hash=plan.config_hash, lineage=lineage,
-                                  sources=_source_counts(plan.rejected_dir, rejected_shards))
-    plan.rejected_dir.mkdir(parents=True, exist_ok=True)
-    write_manifest(plan.rejected_dir, rej_manifest)
-    write_json(plan.out / "stats.json", stats)
-    write_manifest(plan.out, kept_manifest)   # last: its presence means the run is complete
-    if not plan.config.output.keep_work and plan.work.exists():
-        shutil.rmtree(plan.work)
-    _report(plan.out)
-    return RunSummary(plan.out, kept_manifest["rows"], rej_manifest["rows"], stats)
+                                  sources=_source_counts(store, plan.rejected_dir, rejected_shards))
+    store.makedirs(plan.rejected_dir)
+    write_manifest(plan.rejected_dir, rej_manifest, store=store)
+    store.write_json(f"{plan.out}/stats.json", stats)
+    write_manifest(plan.out, kept_manifest, store=store)   # last: its presence means the run is complete
+    if not plan.config.output.keep_work:
+        store.rm(plan.work)
+    _report(store.url)
+    return RunSummary(store.url, kept_manifest["rows"], rej_manifest["rows"], stats)
 
 
-def _report(out: Path) -> None:
+def _report(out: str) -> None:
     """Every run ends with its report; the data is complete before, so a report failure only warns."""
     import warnings
 
@@ -512,15 +558,15 @@ def _report(out: Path) -> None:
         warnings.warn(f"the dataset is complete, but its report failed: {type(exc).__name__}: {exc}")
 
 
-def _source_counts(directory: Path, shards: list[ShardInfo]) -> dict:
+def _source_counts(store: Store, directory: str, shards: list[ShardInfo]) -> dict:
     """Rows per source, and tokens per source where the shards carry ``n_tokens``."""
     import polars as pl
 
     totals: dict[str, dict] = {}
     for s in shards:
-        names = pq.read_schema(directory / s.path).names
-        cols = ["source"] + (["n_tokens"] if "n_tokens" in names else [])
-        df = pl.read_parquet(directory / s.path, columns=cols)
+        pf = pq.ParquetFile(f"{directory}/{s.path}", filesystem=store.arrow_fs)
+        cols = ["source"] + (["n_tokens"] if "n_tokens" in pf.schema_arrow.names else [])
+        df = pl.from_arrow(pf.read(columns=cols))
         aggs = [pl.len().alias("rows")] + ([pl.col("n_tokens").sum().alias("tokens")] if "n_tokens" in cols else [])
         for row in df.group_by("source").agg(aggs).iter_rows(named=True):
             entry = totals.setdefault(row["source"], {"rows": 0})
@@ -550,9 +596,9 @@ def merge_stats(plan: Plan, results: list[list[UnitResult]]) -> dict:
         entry = {"stage": stage.name, **st.to_dict()}
         seg = next((s for s in plan.segments if s.global_position == i), None)
         if seg is not None:
-            done = plan.resolve_dir(seg.index) / "done.json"
-            if done.exists():
-                resolved = json.loads(done.read_text())
+            done = f"{plan.resolve_dir(seg.index)}/done.json"
+            if plan.store.exists(done):
+                resolved = plan.store.read_json(done)
                 entry["counters"] = dict(sorted({**entry["counters"], **resolved["counters"]}.items()))
                 entry["resolve_seconds"] = resolved["seconds"]
         ordered[key] = entry

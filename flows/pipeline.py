@@ -8,7 +8,8 @@ execution engine changes, so the output is byte-identical to the CLI's.
   own loopback Prefect server (workers cannot reach the ephemeral API). Units are the unit of distribution; a global
   stage's fingerprint (map) and filter (map) steps run inside the unit tasks, its resolve
   (reduce) step as one task, all reading and writing the run's ``_work/`` folder, which every
-  worker must therefore see (one machine, or a shared filesystem).
+  worker must therefore see: one machine, a shared filesystem mounted at the same path, or an
+  object store (``output.path: s3://bucket/prefix``; see ``corpusforge.io.storage``).
 * Retries: a unit task is retried ``retries`` times (the config's); units that still fail are
   listed with their errors after every other unit has finished, and the flow fails.
 * Caching: a unit task's key is the config hash, output path, segment, unit, the unit's input
@@ -37,6 +38,7 @@ from prefect.artifacts import create_link_artifact, create_markdown_artifact  # 
 from corpusforge import runner  # noqa: E402
 from corpusforge.config import PipelineConfig, from_dict, load_config  # noqa: E402
 from corpusforge.errors import UnitsFailed  # noqa: E402
+from corpusforge.io.storage import Store  # noqa: E402
 
 
 def unit_cache_key(context, parameters: dict) -> str:
@@ -52,7 +54,7 @@ def unit_cache_key(context, parameters: dict) -> str:
         except OSError:
             h.update(f"\0{path}\0missing".encode())
     done = plan.done_path(segment, unit_index)
-    h.update(f"\0done:{done.stat().st_mtime_ns if done.exists() else 0}".encode())
+    h.update(b"\0done:" + (plan.store.read_bytes(done) if plan.store.exists(done) else b""))
     return h.hexdigest()
 
 
@@ -126,9 +128,11 @@ def pipeline_flow(config: dict, resume: bool = False, base: str | None = None) -
     key = _artifact_key(cfg.name)
     create_markdown_artifact(summary_markdown(cfg.name, summary), key=f"{key}-summary",
                              description=f"corpusforge run {cfg.name}")
-    report = summary.out / "report.html"
-    if report.exists():
-        create_link_artifact(report.resolve().as_uri(), link_text=f"{cfg.name} report", key=f"{key}-report")
+    store = Store(summary.out)
+    report = store.join("report.html")
+    if store.exists(report):
+        link = Path(report).as_uri() if store.is_local else store.display(report)
+        create_link_artifact(link, link_text=f"{cfg.name} report", key=f"{key}-report")
     print(f"{cfg.name}: {totals['entered']} in, {totals['kept']} kept, {totals['rejected']} rejected -> {summary.out}")
     return {"out": str(summary.out), "totals": totals}
 

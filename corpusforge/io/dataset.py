@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from corpusforge import schemas
 from corpusforge.errors import ManifestError
-from corpusforge.io.atomic import write_json
+from corpusforge.io.storage import Store
 from corpusforge.io.writer import ShardInfo
 
 MANIFEST = "manifest.json"
@@ -50,9 +50,13 @@ def build_manifest(*, schema: schemas.RecordSchema, target: pa.Schema, shards: l
     }
 
 
-def write_manifest(directory: Path, manifest: dict) -> Path:
-    path = Path(directory) / MANIFEST
-    write_json(path, manifest)
+def write_manifest(directory: Path | str, manifest: dict, store: Store | None = None) -> str:
+    """Write ``manifest.json`` into ``directory`` (a local folder, or a folder of ``store``)."""
+    if store is None:
+        store = Store(directory)
+        directory = store.root
+    path = f"{directory}/{MANIFEST}"
+    store.write_json(path, manifest)
     return path
 
 
@@ -66,28 +70,35 @@ class Problem:
 
 
 class Dataset:
-    """A dataset on disk: ``manifest.json`` plus the shards it lists."""
+    """A dataset: ``manifest.json`` plus the shards it lists, in a local folder or on an object
+    store (``Dataset.open("s3://bucket/corpus")``). ``root`` is the folder as a ``Path`` for a
+    local dataset and as its URL otherwise; ``store`` reads either."""
 
-    def __init__(self, root: Path, manifest: dict):
-        self.root = root
+    def __init__(self, root: Path | str, manifest: dict, store: Store | None = None):
+        self.store = store or Store(root)
+        self.root = Path(self.store.root) if self.store.is_local else self.store.url
         self.manifest = manifest
 
     @classmethod
     def open(cls, path: str | Path) -> "Dataset":
-        path = Path(path)
-        manifest_path = path if path.name == MANIFEST or path.suffix == ".json" else path / MANIFEST
-        if not manifest_path.exists():
-            raise ManifestError(f"no manifest at {manifest_path}: not a corpusforge dataset (run `corpusforge run` first)")
+        path = str(path).rstrip("/")
+        if path.endswith(".json"):
+            path = path.rsplit("/", 1)[0] if "/" in path else "."
+        store = Store(path)
+        manifest_path = store.join(MANIFEST)
+        shown = store.display(manifest_path)
+        if not store.exists(manifest_path):
+            raise ManifestError(f"no manifest at {shown}: not a corpusforge dataset (run `corpusforge run` first)")
         try:
-            manifest = json.loads(manifest_path.read_text())
+            manifest = json.loads(store.read_bytes(manifest_path))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ManifestError(f"{manifest_path}: not valid JSON: {exc}") from exc
+            raise ManifestError(f"{shown}: not valid JSON: {exc}") from exc
         for key in ("format", "schema", "shards"):
             if key not in manifest:
-                raise ManifestError(f"{manifest_path}: missing key {key!r}")
+                raise ManifestError(f"{shown}: missing key {key!r}")
         if manifest["format"] != FORMAT:
-            raise ManifestError(f"{manifest_path}: format is {manifest['format']!r}, expected {FORMAT!r}")
-        ds = cls(manifest_path.parent, manifest)
+            raise ManifestError(f"{shown}: format is {manifest['format']!r}, expected {FORMAT!r}")
+        ds = cls(store.root, manifest, store)
         ds.check_schema_version()
         return ds
 
@@ -110,7 +121,15 @@ class Dataset:
 
     @property
     def shard_paths(self) -> list[Path]:
+        """Local paths of the shards (for libraries that take paths); object-store datasets
+        are read through :meth:`read_shard` / :meth:`iter_batches`."""
+        if not self.store.is_local:
+            raise ManifestError(f"{self.root}: shard paths are local paths; read an object-store dataset "
+                                f"with read_shard / iter_batches, or copy it to a local folder first")
         return [self.root / s["path"] for s in self.manifest["shards"]]
+
+    def _path(self, name: str) -> str:
+        return self.store.join(name)
 
     def check_schema_version(self, expected: str | None = None) -> None:
         """Refuse a dataset whose record schema has a different major version than the one
@@ -130,51 +149,53 @@ class Dataset:
         that its Parquet schema is the dataset's. Returns the problems found (empty = valid)."""
         problems: list[Problem] = []
         listed = {s["path"] for s in self.manifest["shards"]}
+        store = self.store
         for entry in self.manifest["shards"]:
-            path = self.root / entry["path"]
-            if not path.exists():
+            path = self._path(entry["path"])
+            if not store.exists(path):
                 problems.append(Problem(entry["path"], "missing"))
                 continue
-            size = path.stat().st_size
+            size = store.size(path)
             if size != entry["bytes"]:
                 problems.append(Problem(entry["path"], f"size {size} != {entry['bytes']} in manifest (truncated or altered)"))
                 continue
             if checksums:
-                digest = _sha256(path)
+                digest = _sha256(store, path)
                 if digest != entry["sha256"]:
                     problems.append(Problem(entry["path"], f"sha256 {digest[:12]}... != {entry['sha256'][:12]}... in manifest"))
                     continue
             try:
-                meta = pq.read_metadata(path)
+                meta = pq.read_metadata(path, filesystem=store.arrow_fs)
             except Exception as exc:  # noqa: BLE001 - any parse failure is a problem to report
                 problems.append(Problem(entry["path"], f"not readable as Parquet: {exc}"))
                 continue
             if meta.num_rows != entry["rows"]:
                 problems.append(Problem(entry["path"], f"{meta.num_rows} rows != {entry['rows']} in manifest"))
-        for stray in sorted(self.root.glob("*.parquet")):
-            if stray.name not in listed:
-                problems.append(Problem(stray.name, "shard file not listed in the manifest"))
+        for stray in store.glob(self._path("*.parquet")):
+            name = stray.rsplit("/", 1)[1]
+            if name not in listed:
+                problems.append(Problem(name, "shard file not listed in the manifest"))
         return problems
 
     # -- reading ----------------------------------------------------------------------
     def read_shard(self, index: int, columns: list[str] | None = None, verify: bool = False) -> pa.Table:
         entry = self.manifest["shards"][index]
-        path = self.root / entry["path"]
+        path = self._path(entry["path"])
         if not verify:
-            return pq.read_table(path, columns=columns)
-        # One pass over the file's pages: memory-map it, hash the mapping in a second
-        # thread (hashlib releases the GIL) while Arrow decodes from the same mapping.
-        with pa.memory_map(str(path)) as mapped, ThreadPoolExecutor(1) as pool:
-            buf = mapped.read_buffer()          # zero-copy view of the whole file
+            return pq.read_table(path, columns=columns, filesystem=self.store.arrow_fs)
+        # One pass over the file's pages: memory-map it (or, on an object store, fetch it once),
+        # hash the bytes in a second thread (hashlib releases the GIL) while Arrow decodes them.
+        with _whole_file(self.store, path) as buf, ThreadPoolExecutor(1) as pool:
             digest = pool.submit(lambda: hashlib.sha256(memoryview(buf)).hexdigest())
             try:
                 table = pq.read_table(pa.BufferReader(buf), columns=columns)
             except Exception:  # noqa: BLE001 - a checksum mismatch is the better explanation
                 table = None
             if digest.result() != entry["sha256"]:
-                raise ManifestError(f"{path}: sha256 does not match the manifest (altered or truncated shard)")
+                raise ManifestError(f"{self.store.display(path)}: sha256 does not match the manifest "
+                                    f"(altered or truncated shard)")
         if table is None:  # intact bytes that do not parse: let Arrow say why
-            table = pq.read_table(path, columns=columns)
+            table = pq.read_table(path, columns=columns, filesystem=self.store.arrow_fs)
         return table
 
     def iter_tables(self, columns: list[str] | None = None, verify: bool = False) -> Iterator[pa.Table]:
@@ -184,8 +205,9 @@ class Dataset:
 
     def iter_batches(self, columns: list[str] | None = None, batch_size: int = 65_536) -> Iterator[pa.RecordBatch]:
         """Stream record batches in manifest order without loading whole shards."""
-        for path in self.shard_paths:
-            yield from pq.ParquetFile(path).iter_batches(batch_size=batch_size, columns=columns)
+        for entry in self.manifest["shards"]:
+            pf = pq.ParquetFile(self._path(entry["path"]), filesystem=self.store.arrow_fs)
+            yield from pf.iter_batches(batch_size=batch_size, columns=columns)
 
     def read(self, columns: list[str] | None = None, verify: bool = False) -> pa.Table:
         tables = list(self.iter_tables(columns=columns, verify=verify))
@@ -195,7 +217,7 @@ class Dataset:
 
     def arrow_schema(self) -> pa.Schema:
         if self.manifest["shards"]:
-            return pq.read_schema(self.shard_paths[0])
+            return pq.read_schema(self._path(self.manifest["shards"][0]["path"]), filesystem=self.store.arrow_fs)
         return self.record_schema.arrow
 
     def to_polars(self, columns: list[str] | None = None):
@@ -210,9 +232,26 @@ class Dataset:
         return pl.scan_parquet([str(p) for p in self.shard_paths])
 
 
-def _sha256(path: Path, chunk: int = 8 << 20) -> str:
+class _whole_file:
+    """A shard's bytes as one Arrow buffer: a memory map locally, one read from an object store."""
+
+    def __init__(self, store: Store, path: str):
+        self.store, self.path, self._mapped = store, path, None
+
+    def __enter__(self) -> pa.Buffer:
+        if self.store.is_local:
+            self._mapped = pa.memory_map(self.path)
+            return self._mapped.read_buffer()          # zero-copy view of the whole file
+        return pa.py_buffer(self.store.read_bytes(self.path))
+
+    def __exit__(self, *exc) -> None:
+        if self._mapped is not None:
+            self._mapped.close()
+
+
+def _sha256(store: Store, path: str, chunk: int = 8 << 20) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with store.open(path, "rb") as f:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()

@@ -1,8 +1,10 @@
 """Sharded Parquet writer.
 
 Rows are buffered into row groups (by rows and by uncompressed Arrow bytes) and row groups
-into shards (by rows and by compressed bytes on disk). Each shard is written under a temp
-name, hashed while it is written, and renamed into place when complete.
+into shards (by rows and by compressed bytes on disk). Each shard is written to a local
+staging file, hashed while it is written, and committed to its final name when complete
+(renamed beside it on a local filesystem, uploaded to its final key on an object store:
+see ``io.storage``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from corpusforge.io.atomic import HashingFile, commit, temp_path
+from corpusforge.io.atomic import HashingFile
+from corpusforge.io.storage import Store
 from corpusforge.schemas import conform
 
 # Columns with few distinct values, worth Parquet dictionary encoding. Free text and
@@ -45,13 +48,15 @@ class WriterOptions:
 class ShardWriter:
     """Write tables to ``<directory>/<prefix>-NNNNN.parquet`` shards of schema ``target``.
 
+    ``directory`` is a local folder, or (with ``store``) a folder of that store.
     ``close()`` returns the :class:`ShardInfo` of every shard written, in order. A writer
-    that is never closed (a crash) leaves only hidden ``.tmp`` files behind.
+    that is never closed (a crash) leaves only staging files behind, never a final name.
     """
 
-    def __init__(self, directory: Path, prefix: str, target: pa.Schema, options: WriterOptions = WriterOptions(),
-                 schema_name: str = "record"):
-        self.directory = Path(directory)
+    def __init__(self, directory: Path | str, prefix: str, target: pa.Schema, options: WriterOptions = WriterOptions(),
+                 schema_name: str = "record", store: Store | None = None):
+        self.store = store or Store(directory)
+        self.directory = str(directory) if store else self.store.root
         self.prefix = prefix
         self.target = target
         self.options = options
@@ -64,8 +69,8 @@ class ShardWriter:
         self._writer: pq.ParquetWriter | None = None
         self._shard_rows = 0
         self._tmp: Path | None = None
-        self._final: Path | None = None
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._final: str | None = None
+        self.store.makedirs(self.directory)
 
     # -- public -------------------------------------------------------------------
     def write(self, table: pa.Table | pa.RecordBatch) -> None:
@@ -105,19 +110,18 @@ class ShardWriter:
                 pass
         if self._sink is not None:
             self._sink.close()
-        if self._tmp is not None:
-            self._tmp.unlink(missing_ok=True)
+        self.store.discard(self._tmp)
         self._writer = self._sink = self._tmp = None
 
     # -- internals ----------------------------------------------------------------
     def _open_shard(self) -> None:
         name = f"{self.prefix}-{len(self.shards):05d}.parquet"
-        self._final = self.directory / name
-        self._tmp = temp_path(self._final)
+        self._final = f"{self.directory}/{name}"
         try:
+            self._tmp = self.store.staging_path(self._final)
             self._sink = HashingFile(self._tmp)
         except OSError as exc:
-            raise OSError(exc.errno, f"cannot write shard {self._final}: {exc.strerror}") from exc
+            raise OSError(exc.errno, f"cannot write shard {self.store.display(self._final)}: {exc.strerror}") from exc
         opts = self.options
         try:
             self._writer = pq.ParquetWriter(
@@ -135,7 +139,7 @@ class ShardWriter:
     def _fail(self, exc: OSError):
         final = self._final
         self.abort()
-        raise OSError(exc.errno, f"cannot write shard {final}: {exc.strerror or exc}") from exc
+        raise OSError(exc.errno, f"cannot write shard {self.store.display(final)}: {exc.strerror or exc}") from exc
 
     def _flush_row_group(self) -> None:
         if self._writer is None:
@@ -158,9 +162,9 @@ class ShardWriter:
         try:
             self._writer.close()
             self._sink.close()
-            commit(self._tmp, self._final)
+            self.store.commit(self._tmp, self._final)
         except OSError as exc:
             self._fail(exc)
-        self.shards.append(ShardInfo(self._final.name, self._shard_rows, self._sink.size, self._sink.hexdigest()))
+        self.shards.append(ShardInfo(self._final.rsplit("/", 1)[1], self._shard_rows, self._sink.size, self._sink.hexdigest()))
         self._writer = self._sink = self._tmp = self._final = None
         self._shard_rows = 0

@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 from html import escape
 from pathlib import Path
 
 import numpy as np
 import pyarrow.compute as pc
 
-from corpusforge.io.atomic import write_bytes, write_json
 from corpusforge.io.dataset import Dataset
+from corpusforge.io.storage import Store
 from corpusforge.report import svg
 
 MAX_ROWS = 200_000          # rows read for distributions (the first ones, in manifest order)
@@ -59,14 +58,15 @@ def _hist(values, bins: int = 30) -> dict:
 
 
 def summarize(root: str | Path) -> dict:
-    root = Path(root)
     ds = Dataset.open(root)
+    store = ds.store
     m = ds.manifest
-    stats = json.loads((root / "stats.json").read_text()) if (root / "stats.json").exists() else {}
-    rej = Dataset.open(root / "rejected") if (root / "rejected" / "manifest.json").exists() else None
+    stats = store.read_json(store.join("stats.json")) if store.exists(store.join("stats.json")) else {}
+    rej = (Dataset.open(store.display(store.join("rejected")))
+           if store.exists(store.join("rejected", "manifest.json")) else None)
     kept, rejected = _table(ds, text=True), _table(rej, text=True)
     # the folder's name, not its path: like the manifest, the report is the same wherever it is written
-    s: dict = {"dataset": root.resolve().name, "schema": m["schema"], "rows": m["rows"], "bytes": m["bytes"],
+    s: dict = {"dataset": store.root.rsplit("/", 1)[-1], "schema": m["schema"], "rows": m["rows"], "bytes": m["bytes"],
                "shards": len(m["shards"]), "sources": m.get("sources", {}), "order": m.get("order", {})}
     if "stages" in stats:
         read = stats["read"]
@@ -270,10 +270,12 @@ def _sample_html(item: dict) -> str:
     return f"<div class='sample'><span class='muted'>{escape(item['id'][:12])}</span>\n{escape(item['text'])}</div>"
 
 
-def generate(root: str | Path, out: str | Path | None = None) -> tuple[Path, Path]:
-    root = Path(root)
-    out = Path(out) if out else root
+def generate(root: str | Path, out: str | Path | None = None) -> tuple[str, str]:
+    """Write report.json and report.html into ``out`` (default: the dataset's folder, local or
+    on an object store); returns their paths (URLs for an object store)."""
     summary = summarize(root)
-    write_json(out / "report.json", summary)
-    write_bytes(out / "report.html", render(summary).encode("utf-8"))
-    return out / "report.html", out / "report.json"
+    store = Store(out if out else root)
+    html, data = store.join("report.html"), store.join("report.json")
+    store.write_json(data, summary)
+    store.write_bytes(html, render(summary).encode("utf-8"))
+    return store.display(html), store.display(data)
