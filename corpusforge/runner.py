@@ -44,7 +44,7 @@ from corpusforge import __version__, schemas
 from corpusforge.config import PipelineConfig, from_dict
 from corpusforge.errors import AccountingError, ConfigError, CorpusforgeError, UnitsFailed
 from corpusforge.io.dataset import MANIFEST, build_manifest, write_manifest
-from corpusforge.io.readers.base import Reader, file_size
+from corpusforge.io.readers.base import Reader, file_size, input_path
 from corpusforge.io.storage import Store, scratch_dir
 from corpusforge.io.writer import ShardInfo, ShardWriter
 from corpusforge.stage import REJECT_STAGE, GlobalStage, Stage, StageResult, StageStats, run_checked
@@ -297,8 +297,8 @@ def _segment_input(plan: Plan, segment: int, unit: Unit, read_stats: dict, rejec
             for input_index, path in unit.files:
                 reader = plan.readers[input_index]
                 read_stats["files"] += 1
-                read_stats["bytes"] += file_size(Path(path))
-                for rb in reader.read(Path(path)):
+                read_stats["bytes"] += file_size(path)
+                for rb in reader.read(input_path(path)):
                     if rb.rejected is not None and rb.rejected.num_rows:
                         read_stats["rejected"] += rb.rejected.num_rows
                         read_stats["rejected_by_reason"].update(rb.rejected.column("reject_reason").to_pylist())
@@ -447,7 +447,17 @@ def process_executor(workers: int):
 
 
 def prepare_output(plan: Plan, resume: bool) -> None:
-    """Check the output folder and record this run's config hash in _work/run.json."""
+    """Check the output folder and record this run's config hash in _work/run.json. The first
+    touch of the store: an unreachable or unwritable one fails here, named."""
+    try:
+        _prepare_output(plan, resume)
+    except CorpusforgeError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - fsspec back ends raise their own types (botocore, aiohttp)
+        raise CorpusforgeError(f"output.path {plan.store.url}: cannot use it: {_describe(exc)}") from exc
+
+
+def _prepare_output(plan: Plan, resume: bool) -> None:
     store, out = plan.store, plan.out
     run_file = f"{plan.work}/{RUN_FILE}"
     manifest_path = f"{out}/{MANIFEST}"
@@ -516,7 +526,7 @@ def finalize(plan: Plan, results: list[list[UnitResult]], wall_seconds: float = 
     stats["wall_seconds"] = round(wall_seconds, 3)
     lineage = {
         "corpusforge_version": __version__,
-        "inputs": [{"path": p, "bytes": file_size(Path(p))} for u in plan.units for _, p in u.files],
+        "inputs": [{"path": p, "bytes": file_size(p)} for u in plan.units for _, p in u.files],
         "stages": [{"name": s.name, "config": s.config.model_dump(mode="json")} for s in plan.stages],
         "seed": plan.config.seed,
     }

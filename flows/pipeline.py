@@ -13,7 +13,7 @@ execution engine changes, so the output is byte-identical to the CLI's.
 * Retries: a unit task is retried ``retries`` times (the config's); units that still fail are
   listed with their errors after every other unit has finished, and the flow fails.
 * Caching: a unit task's key is the config hash, output path, segment, unit, the unit's input
-  files (path, size, modification time) and its done marker, so a rerun of a finished unit is
+  files (path, size, modification time or ETag) and its done marker, so a rerun of a finished unit is
   answered from Prefect's cache and a changed input or config runs again.
 * Artifacts: a markdown summary (records in, kept, rejected by reason per stage) and a link to
   the HTML report, shown on the flow run's page in the Prefect UI.
@@ -48,14 +48,28 @@ def unit_cache_key(context, parameters: dict) -> str:
     unit = plan.units[unit_index]
     h = hashlib.sha256(f"{plan.config_hash}\0{plan.out}\0{segment}\0{unit_index}".encode())
     for _, path in unit.files:
-        try:
-            st = os.stat(path)
-            h.update(f"\0{path}\0{st.st_size}\0{st.st_mtime_ns}".encode())
-        except OSError:
-            h.update(f"\0{path}\0missing".encode())
+        h.update(f"\0{path}\0{_file_stamp(path)}".encode())
     done = plan.done_path(segment, unit_index)
     h.update(b"\0done:" + (plan.store.read_bytes(done) if plan.store.exists(done) else b""))
     return h.hexdigest()
+
+
+def _file_stamp(path: str) -> str:
+    """Size and modification time of a local file; size and ETag (or modification time) of an
+    object-store file; "missing" when it is gone."""
+    try:
+        if "://" not in path:
+            st = os.stat(path)
+            return f"{st.st_size}\0{st.st_mtime_ns}"
+        import fsspec
+
+        fs, p = fsspec.core.url_to_fs(path)
+        fs.invalidate_cache(p)
+        info = fs.info(p)
+        stamp = info.get("ETag") or info.get("etag") or info.get("LastModified") or info.get("mtime") or info.get("created")
+        return f"{info.get('size')}\0{stamp}"
+    except (OSError, ValueError):
+        return "missing"
 
 
 @task(name="unit", retry_delay_seconds=1, cache_key_fn=unit_cache_key, persist_result=True,

@@ -90,6 +90,28 @@ def test_dask_cluster_output_identical_to_cli(server, tmp_path):
     assert _tree_bytes(tmp_path / "dask") == _tree_bytes(tmp_path / "cli")
 
 
+def test_dask_cluster_with_object_store_spills_identical_to_cli(server, s3, s3_server, tmp_path):
+    """Inputs, output and the global stages' spill files on S3 (moto on loopback): the map steps
+    in Dask worker processes write fingerprints to the bucket, the reduce step reads them there."""
+    from test_object_store import TEXT_STAGES, _store_bytes, _upload
+
+    fs, bucket = s3
+    local = _cfg(tmp_path, out="cli", stages=TEXT_STAGES)
+    _upload(fs, tmp_path / "in", f"{bucket}/in")
+    remote = dict(local, inputs=[{"format": "jsonl", "paths": [f"{bucket}/in"], "source": "web"}],
+                  output={"path": f"{bucket}/out"})
+    r = _flow(dict(server, **s3_server), _write(remote, tmp_path / "c.yaml"), "--dask-workers", "2")
+    assert r.returncode == 0, r.stderr[-3000:]
+    from corpusforge import runner
+
+    # the same run from the same bucket in this process: identical bytes
+    runner.run(dict(remote, output={"path": f"{bucket}/single"}))
+    assert _store_bytes(fs, f"{bucket}/out") == _store_bytes(fs, f"{bucket}/single")
+    # and the same rows as from local files
+    runner.run(local)
+    assert _store_bytes(fs, f"{bucket}/out").keys() == _tree_bytes(tmp_path / "cli").keys()
+
+
 def test_failing_shard_is_retried_then_reported_and_the_rest_kept(server, tmp_path):
     # part03.jsonl holds "document 151": that unit raises every time
     stages = [{"stage": "slow_stage:Sleep", "seconds": 0, "fail_on_text": "document 151  with\ttext"}]

@@ -7,6 +7,9 @@ import gzip
 import io
 import json
 import os
+import shutil
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Iterator
@@ -16,13 +19,15 @@ import xxhash
 from pydantic import BaseModel, ConfigDict, Field
 
 from corpusforge.errors import ConfigError
+from corpusforge.io.storage import is_url, scratch_dir
 from corpusforge.stage import REJECT_DETAIL, REJECT_REASON
 
 
 class ReaderConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    paths: list[str] = Field(min_length=1, description="Files, folders (searched recursively) or glob patterns.")
+    paths: list[str] = Field(min_length=1, description="Files, folders (searched recursively) or glob patterns; "
+                             "local, or fsspec URLs (s3://bucket/prefix/*.jsonl.gz).")
     source: str = Field(min_length=1, description="Dataset/domain name written to every record's `source`.")
 
 
@@ -68,15 +73,22 @@ class Reader:
         """Every input file, sorted, deduplicated. A pattern that matches nothing is a config error."""
         found: list[Path] = []
         for pattern in self.config.paths:
-            p = Path(pattern)
-            if not p.is_absolute():
-                p = self.base / p
-            if p.is_dir():
-                matches = [q for q in sorted(p.rglob("*")) if q.is_file() and self._wanted(q)]
-            elif any(ch in pattern for ch in "*?["):
-                matches = [Path(q) for q in sorted(glob.glob(str(p), recursive=True)) if Path(q).is_file()]
+            if is_url(pattern):
+                try:
+                    matches = self._remote_files(pattern)
+                except Exception as exc:  # noqa: BLE001 - fsspec back ends raise their own types
+                    raise ConfigError(f"inputs.{self.index}.paths: cannot list {pattern!r}: "
+                                      f"{type(exc).__name__}: {exc}") from exc
             else:
-                matches = [p] if p.exists() else []
+                p = Path(pattern)
+                if not p.is_absolute():
+                    p = self.base / p
+                if p.is_dir():
+                    matches = [q for q in sorted(p.rglob("*")) if q.is_file() and self._wanted(q)]
+                elif any(ch in pattern for ch in "*?["):
+                    matches = [Path(q) for q in sorted(glob.glob(str(p), recursive=True)) if Path(q).is_file()]
+                else:
+                    matches = [p] if p.exists() else []
             if not matches:
                 raise ConfigError(f"inputs.{self.index}.paths: {pattern!r} matches no {self.format} file")
             found.extend(matches)
@@ -87,6 +99,21 @@ class Reader:
                 out.append(f)
         return out
 
+    def _remote_files(self, pattern: str) -> list[Path]:
+        """Files of an fsspec URL (a file, a folder searched recursively, or a glob), as
+        ``UPath`` objects: readers use the pathlib methods they use on local files."""
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(pattern)
+        fs.invalidate_cache()
+        if any(ch in pattern for ch in "*?["):
+            names = [n for n in fs.glob(path) if fs.isfile(n)]
+        elif fs.isdir(path):
+            names = [n for n in fs.find(path) if self._wanted(input_path(n))]
+        else:
+            names = [path] if fs.exists(path) else []
+        return [input_path(fs.unstrip_protocol(n)) for n in sorted(names)]
+
     def _wanted(self, path: Path) -> bool:
         name = path.name.lower()
         return not self.suffixes or name.endswith(self.suffixes)
@@ -95,17 +122,50 @@ class Reader:
         raise NotImplementedError
 
 
-def open_maybe_compressed(path: Path) -> io.BufferedIOBase:
-    """Open ``path`` for binary reading, decompressing .gz and .zst transparently."""
-    name = path.name.lower()
-    if name.endswith(".gz"):
-        return gzip.open(path, "rb")
-    if name.endswith((".zst", ".zstd")):
-        import zstandard
+def input_path(path: str | Path) -> Path:
+    """An input file as a path object: ``pathlib.Path`` for a local file, ``upath.UPath`` (the
+    pathlib API over fsspec) for a URL, so that ``str(path)`` is always what the user wrote."""
+    if is_url(path):
+        from upath import UPath
 
-        raw = open(path, "rb")
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), 1 << 20)
-    return open(path, "rb", buffering=1 << 20)
+        return UPath(str(path))
+    return Path(path)
+
+
+@contextmanager
+def local_copy(path: Path):
+    """A local filesystem path for ``path``, for libraries that only open file names (open3d,
+    Arrow memory maps): the path itself, or a scratch copy of a remote file, removed after."""
+    if not is_url(path):
+        yield path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="input-", dir=scratch_dir()))
+    local = folder / path.name
+    try:
+        with path.open("rb") as src, open(local, "wb") as dst:
+            shutil.copyfileobj(src, dst, 8 << 20)
+        yield local
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def open_maybe_compressed(path: Path) -> io.BufferedIOBase:
+    """Open ``path`` (local or remote) for binary reading, decompressing .gz and .zst transparently."""
+    name = path.name.lower()
+    raw = open(path, "rb", buffering=1 << 20) if not is_url(path) else path.open("rb", block_size=8 << 20)
+    try:
+        if name.endswith(".gz"):
+            gz = gzip.GzipFile(fileobj=raw, mode="rb")
+            gz.myfileobj = raw     # GzipFile closes the file it opened itself: make it own this one too
+            return gz
+        if name.endswith((".zst", ".zstd")):
+            import zstandard
+
+            return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), 1 << 20)
+    except BaseException:
+        raw.close()
+        raise
+    return raw
 
 
 def text_table(source: str, texts: list[str], *, ids: list[str] | None = None, src_path: str | None = None,
@@ -172,8 +232,8 @@ def dumps_meta(obj: dict) -> str | None:
     return json.dumps(obj, ensure_ascii=False, sort_keys=True, default=str) if obj else None
 
 
-def file_size(path: Path) -> int:
+def file_size(path: Path | str) -> int:
     try:
-        return os.path.getsize(path)
+        return input_path(path).stat().st_size if is_url(path) else os.path.getsize(path)
     except OSError:
         return 0

@@ -68,14 +68,14 @@ class ImageFolderReader(Reader):
         seen = 0
         try:
             if path.name.lower().endswith(".zip"):
-                with zipfile.ZipFile(path) as zf:
+                with path.open("rb") as fh, zipfile.ZipFile(fh) as zf:
                     for info in zf.infolist():
                         if info.is_dir() or not info.filename.lower().endswith(IMAGE_SUFFIXES):
                             continue
                         seen += 1
                         yield self._member(path, info.filename, info.file_size, lambda: zf.read(info))
             else:
-                with tarfile.open(path, mode="r|*") as tf:              # a stream: no seeking, no index
+                with path.open("rb") as fh, tarfile.open(fileobj=fh, mode="r|*") as tf:   # a stream: no index
                     for member in tf:
                         if not member.isfile() or not member.name.lower().endswith(IMAGE_SUFFIXES):
                             continue

@@ -110,7 +110,8 @@ class LasReader(CloudReader):
 
         cfg = self.config
         try:
-            las = laspy.read(path)
+            with path.open("rb") as fh:
+                las = laspy.read(fh)
         except (OSError, ValueError, laspy.errors.LaspyException) as exc:
             yield self.reject(path, "unreadable_file", describe_os_error(exc))
             return

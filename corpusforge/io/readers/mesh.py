@@ -19,7 +19,7 @@ import numpy as np
 import xxhash
 from pydantic import Field
 
-from corpusforge.io.readers.base import ReadBatch, ReaderConfig, describe_os_error
+from corpusforge.io.readers.base import ReadBatch, ReaderConfig, describe_os_error, local_copy
 from corpusforge.io.readers.pointcloud import CloudReader, cloud_batch
 
 
@@ -43,7 +43,8 @@ class MeshReader(CloudReader):
             return
         try:
             with o3d.utility.VerbosityContextManager(o3d.utility.VerbosityLevel.Error):
-                mesh = o3d.io.read_triangle_mesh(str(path))
+                with local_copy(path) as local:      # open3d opens file names only
+                    mesh = o3d.io.read_triangle_mesh(str(local))
         except (OSError, RuntimeError, ValueError) as exc:
             yield self.reject(path, "unreadable_file", describe_os_error(exc))
             return

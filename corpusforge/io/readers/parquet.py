@@ -19,6 +19,7 @@ from pydantic import Field
 
 from corpusforge import schemas
 from corpusforge.io.readers.base import ReadBatch, Reader, ReaderConfig, describe_os_error, file_error_row, record_id
+from corpusforge.io.storage import is_url
 
 PAYLOAD = {"text": "text", "image": "image", "pointcloud": "points"}
 
@@ -38,7 +39,7 @@ class ParquetReader(Reader):
         cfg: ParquetConfig = self.config
         schema = schemas.load(self.kind)
         try:
-            pf = pq.ParquetFile(path)
+            pf = pq.ParquetFile(path.open("rb") if is_url(path) else path)
         except Exception as exc:  # noqa: BLE001 - arrow raises several types for bad files
             yield ReadBatch(schema.empty_table(), file_error_row(self.kind, cfg.source, path, "unreadable_file",
                                                                  describe_os_error(exc)))

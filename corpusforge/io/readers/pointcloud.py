@@ -19,7 +19,7 @@ from pydantic import Field
 
 from corpusforge import schemas
 from corpusforge.pointcloud.clouds import bbox_diagonal, list_of_triples, spacing
-from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, describe_os_error, dumps_meta,
+from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, describe_os_error, dumps_meta, local_copy,
                                          file_error_row, record_id)
 
 NONFINITE = "count_read_nonfinite"
@@ -73,7 +73,8 @@ class PointCloudReader(CloudReader):
                 if problem:
                     yield reject("corrupt_header", problem)
                     return
-            attrs = _load(path, suffix)
+            with local_copy(path) as local:          # open3d opens file names only
+                attrs = _load(local, suffix)
         except (OSError, ValueError, EOFError) as exc:
             yield reject("unreadable_file", describe_os_error(exc))
             return
@@ -179,7 +180,7 @@ def pointcloud_table(source: str, xyz: np.ndarray, *, colors=None, normals=None,
 def check_pcd_header(path: Path) -> str | None:
     """Return what is wrong with a PCD header, or None when it is consistent."""
     header: dict[str, list[str]] = {}
-    with open(path, "rb") as f:
+    with path.open("rb") as f:
         for _ in range(64):
             raw = f.readline()
             if not raw:

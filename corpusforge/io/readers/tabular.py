@@ -24,6 +24,7 @@ from pydantic import Field
 
 from corpusforge.io.readers.base import (bad_rows, ReadBatch, Reader, ReaderConfig, describe_os_error, dumps_meta, file_error_row,
                                          open_maybe_compressed, record_id, text_table, truncated_batch, with_reasons)
+from corpusforge.io.storage import is_url
 
 
 class CsvConfig(ReaderConfig):
@@ -108,7 +109,7 @@ class HfDiskReader(Reader):
         src = str(path)
         split = path.parent.name if (path.parent.parent / "dataset_dict.json").exists() else None
         try:
-            stream = pa.ipc.open_stream(pa.memory_map(src))
+            stream = pa.ipc.open_stream(path.open("rb") if is_url(path) else pa.memory_map(src))
         except (OSError, pa.ArrowInvalid) as exc:
             yield ReadBatch(text_table(cfg.source, []), file_error_row("text", cfg.source, path, "unreadable_file",
                                                                        describe_os_error(exc)))

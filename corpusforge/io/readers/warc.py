@@ -167,7 +167,7 @@ class WarcReader(Reader):
             return ReadBatch(records, rejected)
 
         try:
-            fh = open(path, "rb")
+            fh = path.open("rb")
         except OSError as exc:
             yield ReadBatch(text_table(cfg.source, []), file_error_row("text", cfg.source, path, "unreadable_file",
                                                                        describe_os_error(exc)))
