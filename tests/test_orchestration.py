@@ -1,6 +1,7 @@
 """Orchestration against a real Prefect server on loopback: a deployment triggered and run, the
-Dask task runner's output identical to the CLI's, a failing shard retried then reported, a flow
-killed with -9 and resumed to the same bytes, a full disk reported with the path."""
+Dask task runner's output identical to the CLI's (a local cluster; an external scheduler and
+workers sharing only an S3 bucket), a failing shard retried then reported, a flow killed with -9
+and resumed to the same bytes, a full disk reported with the path."""
 
 import json
 import os
@@ -110,6 +111,47 @@ def test_dask_cluster_with_object_store_spills_identical_to_cli(server, s3, s3_s
     # and the same rows as from local files
     runner.run(local)
     assert _store_bytes(fs, f"{bucket}/out").keys() == _tree_bytes(tmp_path / "cli").keys()
+
+
+def test_external_dask_cluster_sharing_only_the_bucket(server, s3, s3_server, tmp_path):
+    """The multi-node setup on one machine: a scheduler and two workers started as separate
+    `dask` commands, each worker in its own folder with its own scratch space, the flow joining
+    with --dask-address. Inputs, output and spills are on S3: nothing else is shared."""
+    from flows.serve import free_port
+    from test_object_store import TEXT_STAGES, _store_bytes, _upload
+
+    fs, bucket = s3
+    cfg = _cfg(tmp_path, out="unused", stages=TEXT_STAGES)
+    _upload(fs, tmp_path / "in", f"{bucket}/in")
+    cfg = dict(cfg, inputs=[{"format": "jsonl", "paths": [f"{bucket}/in/*.jsonl"], "source": "web"}],
+               output={"path": f"{bucket}/cluster"})
+    env = dict(server, **s3_server)
+    port = free_port()
+    dask = [sys.executable, "-m", "dask"]
+    procs = [subprocess.Popen(dask + ["scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        for i in range(2):
+            node = tmp_path / f"node{i}"
+            node.mkdir()
+            procs.append(subprocess.Popen(
+                dask + ["worker", f"tcp://127.0.0.1:{port}", "--nworkers", "1", "--nthreads", "1",
+                        "--no-dashboard", "--local-directory", str(node / "dask")],
+                env=dict(env, CORPUSFORGE_SCRATCH=str(node / "scratch")), cwd=node,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        r = _flow(env, _write(cfg, tmp_path / "c.yaml"), "--dask-address", f"tcp://127.0.0.1:{port}")
+        assert r.returncode == 0, r.stderr[-3000:]
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=60)
+    # both workers did units: each downloaded the decisions into its own scratch space
+    assert all(list((tmp_path / f"node{i}" / "scratch" / "corpusforge-scratch").glob("resolve-*")) for i in range(2))
+    from corpusforge import runner
+
+    runner.run(dict(cfg, output={"path": f"{bucket}/single"}))
+    assert _store_bytes(fs, f"{bucket}/cluster") == _store_bytes(fs, f"{bucket}/single")
 
 
 def test_failing_shard_is_retried_then_reported_and_the_rest_kept(server, tmp_path):
