@@ -127,8 +127,9 @@ class Plan:
         return f"{position:02d}:{stage.name}"
 
     # -- paths -------------------------------------------------------------------------
-    def done_path(self, segment: int, unit: int) -> str:
-        return f"{self.work}/seg{segment}/u{unit:05d}.done.json"
+    def done_path(self, segment: int, unit: int | str) -> str:
+        """The marker of (segment, unit) finished; ``unit="*"`` gives the glob of all of them."""
+        return f"{self.work}/seg{segment}/u{unit if isinstance(unit, str) else f'{unit:05d}'}.done.json"
 
     def resolve_dir(self, segment: int) -> str:
         return f"{self.work}/global{segment}"
@@ -217,8 +218,9 @@ def run_unit(plan: Plan, segment_index: int, unit: Unit) -> UnitResult:
     """Run one unit through one segment and write its shards, fingerprints and done marker."""
     seg = plan.segments[segment_index]
     done = plan.done_path(segment_index, unit.index)
-    if plan.store.exists(done):
-        return load_done(plan, done)
+    finished = plan.store.read_json_or_none(done)
+    if finished is not None:
+        return UnitResult(**finished)
     _clean_unit_outputs(plan, segment_index, unit.index)
     directory, prefix = plan.kept_location(segment_index)
     opts = plan.config.output.writer_options()
@@ -343,8 +345,9 @@ def run_resolve(plan: Plan, segment_index: int) -> dict:
     store = plan.store
     workdir = plan.resolve_dir(segment_index)
     done = f"{workdir}/done.json"
-    if store.exists(done):
-        return store.read_json(done)
+    finished = store.read_json_or_none(done)
+    if finished is not None:
+        return finished
     store.rm(workdir)
     spills = [plan.fingerprint_path(segment_index, u.index) for u in plan.units]
     stats = StageStats()
@@ -509,7 +512,7 @@ def run(config: PipelineConfig | dict, *, resume: bool = False, workers: int = 1
     for seg in plan.segments:
         if seg.global_stage is not None:
             (resolver or run_resolve)(plan, seg.index)
-        skipped += sum(store.exists(plan.done_path(seg.index, u.index)) for u in plan.units)
+        skipped += len(store.glob(plan.done_path(seg.index, "*")))      # one listing, not one request per unit
         results.append(execute(plan, seg.index, plan.units, progress))
     summary = finalize(plan, results, wall_seconds=time.perf_counter() - started)
     summary.skipped_steps = skipped
@@ -606,9 +609,8 @@ def merge_stats(plan: Plan, results: list[list[UnitResult]]) -> dict:
         entry = {"stage": stage.name, **st.to_dict()}
         seg = next((s for s in plan.segments if s.global_position == i), None)
         if seg is not None:
-            done = f"{plan.resolve_dir(seg.index)}/done.json"
-            if plan.store.exists(done):
-                resolved = plan.store.read_json(done)
+            resolved = plan.store.read_json_or_none(f"{plan.resolve_dir(seg.index)}/done.json")
+            if resolved is not None:
                 entry["counters"] = dict(sorted({**entry["counters"], **resolved["counters"]}.items()))
                 entry["resolve_seconds"] = resolved["seconds"]
         ordered[key] = entry

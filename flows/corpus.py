@@ -14,7 +14,7 @@ import yaml
 from prefect import flow, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact
 
-from flows.pipeline import _artifact_key, pipeline_flow
+from flows.pipeline import _artifact_key, link, pipeline_flow
 
 
 @task(name="mix", retries=1, retry_delay_seconds=1)
@@ -52,8 +52,8 @@ def mix_flow(config: dict, base: str | None = None) -> dict:
 def report_flow(dataset: str) -> str:
     """(Re)write a dataset's HTML and JSON report."""
     html = report_task(dataset)
-    create_link_artifact(Path(html).resolve().as_uri(), link_text=f"report of {dataset}",
-                         key=f"{_artifact_key(Path(dataset).name)}-report")
+    create_link_artifact(link(html), link_text=f"report of {dataset}",
+                         key=f"{_artifact_key(dataset.rstrip('/').rsplit('/', 1)[-1])}-report")
     return html
 
 
@@ -74,7 +74,8 @@ def corpus_flow(pipelines: list, mix: dict | str | None = None, resume: bool = F
     if mix is not None:
         mix_cfg = _config(mix, root)
         out["mix"] = mix_flow(mix_cfg, base=str(root))
-        out["mix_report"] = report_flow(str(root / mix_cfg["output"]["path"]))
+        mix_out = mix_cfg["output"]["path"]
+        out["mix_report"] = report_flow(mix_out if "://" in mix_out else str(root / mix_out))
     return out
 
 

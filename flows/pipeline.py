@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -50,8 +51,13 @@ def unit_cache_key(context, parameters: dict) -> str:
     for _, path in unit.files:
         h.update(f"\0{path}\0{_file_stamp(path)}".encode())
     done = plan.done_path(segment, unit_index)
-    h.update(b"\0done:" + (plan.store.read_bytes(done) if plan.store.exists(done) else b""))
+    h.update(b"\0done:" + json.dumps(plan.store.read_json_or_none(done), sort_keys=True).encode())
     return h.hexdigest()
+
+
+def link(path: str) -> str:
+    """A clickable address for a file: file:// for a local path, the URL itself otherwise."""
+    return path if "://" in path else Path(path).resolve().as_uri()
 
 
 def _file_stamp(path: str) -> str:
@@ -145,8 +151,7 @@ def pipeline_flow(config: dict, resume: bool = False, base: str | None = None) -
     store = Store(summary.out)
     report = store.join("report.html")
     if store.exists(report):
-        link = Path(report).as_uri() if store.is_local else store.display(report)
-        create_link_artifact(link, link_text=f"{cfg.name} report", key=f"{key}-report")
+        create_link_artifact(link(store.display(report)), link_text=f"{cfg.name} report", key=f"{key}-report")
     print(f"{cfg.name}: {totals['entered']} in, {totals['kept']} kept, {totals['rejected']} rejected -> {summary.out}")
     return {"out": str(summary.out), "totals": totals}
 

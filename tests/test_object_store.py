@@ -170,3 +170,40 @@ def _write(cfg: dict, path: Path) -> Path:
     path.write_text(json.dumps(cfg))
     return path
 
+
+
+def test_mix_and_trainer_read_datasets_on_s3(s3, tmp_path):
+    """The training set built from datasets on S3 into S3 has the shards of the same mix built
+    locally, and the trainer's token stream (and the tokenizer) come from the bucket."""
+    from test_mix import make_source
+    from tokenizers import Tokenizer, models
+
+    from corpusforge.mix.build import build
+    from corpusforge.mix.config import from_dict
+    from trainer.data import TokenStream
+
+    fs, bucket = s3
+    tok = Tokenizer(models.WordLevel({"<|endoftext|>": 0, "a": 1, "b": 2}, unk_token="a"))
+    for name, n, mean, seed in (("web", 300, 60, 1), ("books", 80, 150, 2)):
+        make_source(tmp_path / name, name, n, mean, seed)
+        tok.save(str(tmp_path / name / "tokenizer.json"))
+        manifest = json.loads((tmp_path / name / "manifest.json").read_text())
+        manifest["artifacts"] = {"tokenizer": "tokenizer.json"}
+        (tmp_path / name / "manifest.json").write_text(json.dumps(manifest))
+        _upload(fs, tmp_path / name, f"{bucket}/{name}")
+
+    def mix(root: str, out: str) -> None:
+        build(from_dict({"name": "m", "seed": 0, "output": {"path": out},
+                         "sources": {"web": {"path": f"{root}/web", "weight": 0.6},
+                                     "books": {"path": f"{root}/books", "weight": 0.4}},
+                         "curriculum": {"score": "n_tokens", "mode": "sorted", "window": 1}}), log=lambda m: None)
+
+    mix(str(tmp_path), str(tmp_path / "mix"))
+    mix(bucket, f"{bucket}/mix")
+    shards = {k: v for k, v in _store_bytes(fs, f"{bucket}/mix").items() if k.endswith((".parquet", ".json"))
+              and k != "manifest.json"}                       # the manifest's lineage names the source paths
+    assert shards == {k: v for k, v in _tree_bytes(tmp_path / "mix").items() if k in shards} and len(shards) > 1
+    remote = TokenStream.open(f"{bucket}/mix", tmp_path / "cache_remote")
+    local = TokenStream.open(tmp_path / "mix", tmp_path / "cache_local")
+    assert remote.tokens.tolist() == local.tokens.tolist() and len(remote.tokens) > 0
+    assert remote.vocab_size == 3 and remote.eos_id == 0 and remote.tokenizer_path.parent == tmp_path / "cache_remote"

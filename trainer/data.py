@@ -78,7 +78,14 @@ class TokenStream:
         if ds.manifest.get("artifacts", {}).get("tokenizer"):
             from tokenizers import Tokenizer
 
-            tok_path = ds.root / ds.manifest["artifacts"]["tokenizer"]
+            if ds.store.is_local:
+                tok_path = ds.root / ds.manifest["artifacts"]["tokenizer"]
+            else:                          # an object-store dataset: keep a copy beside the token cache
+                tok_path = Path(cache_dir) / f"tokenizer-{key}.json"
+                if not tok_path.exists():
+                    from corpusforge.io.atomic import write_bytes
+
+                    write_bytes(tok_path, ds.artifact_bytes("tokenizer"))   # atomic: every rank may do this
             tok = Tokenizer.from_file(str(tok_path))
             vocab, eos = tok.get_vocab_size(), tok.token_to_id("<|endoftext|>")
         return cls(tokens, vocab, eos, tok_path)

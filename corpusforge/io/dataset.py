@@ -215,10 +215,18 @@ class Dataset:
             return self.arrow_schema().empty_table() if columns is None else self.arrow_schema().empty_table().select(columns)
         return pa.concat_tables(tables)
 
+    def shard_schema(self, index: int) -> pa.Schema:
+        return pq.read_schema(self._path(self.manifest["shards"][index]["path"]), filesystem=self.store.arrow_fs)
+
     def arrow_schema(self) -> pa.Schema:
         if self.manifest["shards"]:
-            return pq.read_schema(self._path(self.manifest["shards"][0]["path"]), filesystem=self.store.arrow_fs)
+            return self.shard_schema(0)
         return self.record_schema.arrow
+
+    def artifact_bytes(self, key: str) -> bytes | None:
+        """The bytes of an artifact the manifest lists (``tokenizer``), or None when it lists none."""
+        name = self.manifest.get("artifacts", {}).get(key)
+        return self.store.read_bytes(self._path(name)) if name else None
 
     def to_polars(self, columns: list[str] | None = None):
         import polars as pl

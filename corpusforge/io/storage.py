@@ -134,6 +134,15 @@ class Store:
     def read_json(self, path: str):
         return json.loads(self.read_bytes(path))
 
+    def read_json_or_none(self, path: str):
+        """The file's JSON, or None when it does not exist: one request to an object store,
+        where ``exists`` then ``read_json`` is two or three (a missing key is also listed as a
+        possible folder)."""
+        try:
+            return json.loads(self.read_bytes(path))
+        except FileNotFoundError:
+            return None
+
     def open(self, path: str, mode: str = "rb"):
         if self.is_local:
             return open(path, mode)

@@ -29,8 +29,8 @@ import pyarrow as pa
 
 from corpusforge import schemas
 from corpusforge.errors import ConfigError, CorpusforgeError
-from corpusforge.io.atomic import write_json
 from corpusforge.io.dataset import Dataset, build_manifest, write_manifest
+from corpusforge.io.storage import Store, is_url
 from corpusforge.io.writer import ShardWriter, WriterOptions
 from corpusforge.mix.config import PRESETS, MixConfig
 
@@ -53,9 +53,9 @@ class SourceIndex:
 def index_source(name: str, path: str, select_source: str | None) -> SourceIndex:
     ds = Dataset.open(path)
     parts = []
-    for i, p in enumerate(ds.shard_paths):
-        names = [n for n in pl.read_parquet_schema(p) if n not in HEAVY]
-        df = pl.read_parquet(p, columns=names).with_row_index("row").with_columns(pl.lit(i).alias("shard"))
+    for i in range(len(ds.manifest["shards"])):
+        names = [n for n in ds.shard_schema(i).names if n not in HEAVY]
+        df = pl.from_arrow(ds.read_shard(i, columns=names)).with_row_index("row").with_columns(pl.lit(i).alias("shard"))
         parts.append(df)
     rows = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
     if select_source is not None:
@@ -136,7 +136,8 @@ def window_shuffle(n: int, window: int, rng: np.random.Generator) -> np.ndarray:
 def build(cfg: MixConfig, base: Path | None = None, log=print) -> dict:
     started = time.perf_counter()
     base = Path(base) if base else Path.cwd()
-    resolve = lambda p: str(Path(p) if Path(p).is_absolute() else base / p)  # noqa: E731
+    # local paths are relative to base; object-store URLs (s3://...) are taken as they are
+    resolve = lambda p: p if is_url(p) else str(Path(p) if Path(p).is_absolute() else base / p)  # noqa: E731
     sources = {n: index_source(n, resolve(s.path), s.select_source) for n, s in cfg.sources.items()}
     kinds = {s.dataset.schema_name for s in sources.values()}
     if len(kinds) > 1:
@@ -201,7 +202,8 @@ def build(cfg: MixConfig, base: Path | None = None, log=print) -> dict:
                                 for i, b in enumerate(bounds)]
 
     # ---- write ---------------------------------------------------------------------------------
-    out = Path(resolve(cfg.output.path))
+    store = Store(resolve(cfg.output.path))
+    out = store.root
     record = schemas.load(kind)
     ext: dict[str, pa.DataType] = {"tag_mix_source": pa.string(), "tag_mix_pass": pa.string()}
     for s in sources.values():
@@ -210,7 +212,7 @@ def build(cfg: MixConfig, base: Path | None = None, log=print) -> dict:
                 ext[col.name] = record.extension_type(col.name)
     target = schemas.dataset_schema(record, ext)
     writer = ShardWriter(out, "part-00000", target, WriterOptions(cfg.output.shard_rows, cfg.output.shard_bytes),
-                         record.name)
+                         record.name, store=store)
     tables: dict[tuple[str, int], pa.Table] = {}
     chunk = 4096
     for lo in range(0, mix.height, chunk):
@@ -245,7 +247,7 @@ def build(cfg: MixConfig, base: Path | None = None, log=print) -> dict:
     config_hash = hashlib.sha256(json.dumps(cfg.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
     manifest = build_manifest(schema=record, target=target, shards=shards, dataset="kept", config_hash=config_hash,
                               lineage=lineage, sources=_sources(mix, unit), order=order_info,
-                              artifacts=_tokenizer(sources, out))
+                              artifacts=_tokenizer(sources, store))
     manifest["mixture"] = {"unit": unit, "budget": budget, "sources": mixture, "warnings": warnings}
     curve = None
     if cur is not None:
@@ -254,11 +256,11 @@ def build(cfg: MixConfig, base: Path | None = None, log=print) -> dict:
         curve = [float(np.mean(b)) for b in bins if len(b)]
     stats = {"pipeline": cfg.name, "kind": kind, "mixture": manifest["mixture"], "order": order_info,
              "difficulty_curve": curve, "rows": mix.height, "wall_seconds": round(time.perf_counter() - started, 3)}
-    write_json(out / "stats.json", stats)
-    write_manifest(out, manifest)
+    store.write_json(store.join("stats.json"), stats)
+    write_manifest(out, manifest, store=store)
     from corpusforge.runner import _report
 
-    _report(out)
+    _report(store.url)
     for w in warnings:
         log(f"warning: {w}")
     return stats
@@ -272,16 +274,12 @@ def _sources(mix: pl.DataFrame, unit: str) -> dict:
     return out
 
 
-def _tokenizer(sources: dict, out: Path) -> dict:
+def _tokenizer(sources: dict, store: Store) -> dict:
     """Carry the sources' tokenizer into the training set (they must share one)."""
-    from corpusforge.io.atomic import write_bytes
-
-    toks = {s.dataset.root / s.dataset.manifest["artifacts"]["tokenizer"]
-            for s in sources.values() if s.dataset.manifest.get("artifacts", {}).get("tokenizer")}
-    if not toks:
+    contents = {s.dataset.artifact_bytes("tokenizer") for s in sources.values()} - {None}
+    if not contents:
         return {}
-    contents = {p.read_bytes() for p in toks}
     if len(contents) > 1:
         raise ConfigError("the sources were tokenized with different tokenizers: token ids would not mean the same")
-    write_bytes(out / "tokenizer.json", contents.pop())
+    store.write_bytes(store.join("tokenizer.json"), contents.pop())
     return {"tokenizer": "tokenizer.json"}
