@@ -203,15 +203,15 @@ def _coalesce(batches: Iterator[pa.Table], rows: int, nbytes: int = 64 << 20) ->
 
 
 def _clean_unit_outputs(plan: Plan, segment: int, unit: int) -> None:
-    """Delete whatever a crashed attempt at (segment, unit) left behind."""
+    """Delete the shards a crashed attempt at (segment, unit) left behind: this attempt may write
+    fewer. (Its fingerprint file has one fixed name, which this attempt overwrites before its
+    done marker, so it needs no deleting.)"""
     directory, prefix = plan.kept_location(segment)
     store = plan.store
     for p in store.glob(f"{directory}/{prefix}-{unit:05d}-*.parquet"):
         store.rm(p)
     for p in store.glob(f"{plan.rejected_dir}/part-{unit:05d}-{segment}-*.parquet"):
         store.rm(p)
-    if segment + 1 < len(plan.segments):
-        store.rm(plan.fingerprint_path(segment + 1, unit))
 
 
 def run_unit(plan: Plan, segment_index: int, unit: Unit) -> UnitResult:

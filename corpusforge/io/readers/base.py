@@ -152,7 +152,12 @@ def local_copy(path: Path):
 def open_maybe_compressed(path: Path) -> io.BufferedIOBase:
     """Open ``path`` (local or remote) for binary reading, decompressing .gz and .zst transparently."""
     name = path.name.lower()
-    raw = open(path, "rb", buffering=1 << 20) if not is_url(path) else path.open("rb", block_size=8 << 20)
+    if is_url(path):
+        # fsspec's own readline scans a whole block per line (measured 60x slower than a local
+        # file on 10k JSONL lines); io.BufferedReader's C readline over 8 MB range reads is not
+        raw = io.BufferedReader(path.open("rb", block_size=8 << 20), 8 << 20)
+    else:
+        raw = open(path, "rb", buffering=1 << 20)
     try:
         if name.endswith(".gz"):
             gz = gzip.GzipFile(fileobj=raw, mode="rb")
