@@ -198,11 +198,9 @@ def cmd_train_tokenizer(args) -> int:
     from corpusforge.text.tokenize import EOS, PAD, train_for_dataset
 
     specials = tuple(args.special_tokens) if args.special_tokens else (EOS, PAD)
-    path = train_for_dataset(args.dataset, out=args.out, model=args.model, vocab_size=args.vocab_size,
-                             special_tokens=specials, min_frequency=args.min_frequency)
-    from tokenizers import Tokenizer
-
-    size = Tokenizer.from_file(str(path)).get_vocab_size()
+    path, tok = train_for_dataset(args.dataset, out=args.out, model=args.model, vocab_size=args.vocab_size,
+                                  special_tokens=specials, min_frequency=args.min_frequency)
+    size = tok.get_vocab_size()
     out.print(f"{args.model} tokenizer, vocabulary {size:,}, special tokens {list(specials)} -> {path}")
     return EXIT_OK
 

@@ -243,3 +243,26 @@ def test_every_reader_reads_the_same_records_from_a_store(config, tmp_path):
         if sub:
             assert x.column("reject_reason").to_pylist() == y.column("reject_reason").to_pylist()
         assert all(p is None or p.startswith(root) for p in y.column("src_path").to_pylist())
+
+
+def test_tokenizer_trained_on_and_applied_from_a_store(tmp_path):
+    """train-tokenizer on a dataset in a store writes the tokenizer there and names it in the
+    manifest; the dataset reader reads that dataset and text.tokenize its tokenizer from their
+    URLs, and the tokenizer is carried into the output."""
+    import fsspec
+
+    from corpusforge.cli import main as cli
+
+    cfg = _cfg(tmp_path, out="unused")
+    runner.run(dict(cfg, output={"path": "memory://cf-tok/clean"}))
+    assert cli(["train-tokenizer", "memory://cf-tok/clean", "--vocab-size", "300"]) == 0
+    ds = Dataset.open("memory://cf-tok/clean")
+    assert ds.manifest["artifacts"] == {"tokenizer": "tokenizer.json"} and ds.verify() == []
+    tok_url = "memory://cf-tok/clean/tokenizer.json"
+    tokens = runner.run({"name": "tok", "kind": "text",
+                         "inputs": [{"format": "dataset", "paths": ["memory://cf-tok/clean"]}],
+                         "stages": [{"stage": "text.tokenize", "tokenizer": tok_url}],
+                         "output": {"path": "memory://cf-tok/tokens"}})
+    out = Dataset.open("memory://cf-tok/tokens")
+    assert tokens.stats["stages"]["00:text.tokenize"]["counters"]["tokens"] > 0
+    assert out.artifact_bytes("tokenizer") == fsspec.filesystem("memory").cat_file("/cf-tok/clean/tokenizer.json")

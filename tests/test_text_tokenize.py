@@ -70,6 +70,18 @@ def test_tokenize_stage_through_the_runner(tmp_path, corpus):
     assert set(table.column("id").to_pylist()) <= set(Dataset.open(ds).read().column("id").to_pylist())
 
 
+def test_tokenize_straight_after_a_reader(tmp_path, corpus):
+    """Readers leave token_ids / n_tokens out of their tables: the stage adds them."""
+    tok = train(corpus[:300], vocab_size=600)
+    tok.save(str(tmp_path / "t.json"))
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in corpus[:40]))
+    cfg = text_config([{"format": "jsonl", "paths": [str(tmp_path / "in.jsonl")], "source": "web"}], tmp_path / "tok",
+                      [{"stage": "text.tokenize", "tokenizer": str(tmp_path / "t.json")}])
+    summary = runner.run(cfg)
+    table = Dataset.open(tmp_path / "tok").read()
+    assert summary.kept_rows > 0 and table.column("n_tokens").to_pylist() == [len(t) for t in table.column("token_ids").to_pylist()]
+
+
 def test_tokenize_errors_are_clear(tmp_path, corpus):
     stage = Tokenize(Tokenize.Config(tokenizer=str(tmp_path / "missing.json")))
     t = pa.table({"text": ["x"], "token_ids": pa.nulls(1, pa.list_(pa.uint32())), "n_tokens": pa.nulls(1, pa.int64())})

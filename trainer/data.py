@@ -29,7 +29,6 @@ packed fixed-length sequences -> batches per data-parallel rank and loader worke
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -240,8 +239,3 @@ class TokenLoader:
         self.epoch, self.consumed = epoch, pos + self.sched.per_step
         return batch
 
-
-def describe(dataset: str | Path) -> dict:
-    """Manifest facts worth logging."""
-    m = json.loads((Path(dataset) / "manifest.json").read_text())
-    return {"rows": m.get("rows"), "sources": m.get("sources"), "order": m.get("order", {}).get("kind")}

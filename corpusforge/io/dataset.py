@@ -121,12 +121,13 @@ class Dataset:
 
     @property
     def shard_paths(self) -> list[Path]:
-        """Local paths of the shards (for libraries that take paths); object-store datasets
-        are read through :meth:`read_shard` / :meth:`iter_batches`."""
-        if not self.store.is_local:
-            raise ManifestError(f"{self.root}: shard paths are local paths; read an object-store dataset "
-                                f"with read_shard / iter_batches, or copy it to a local folder first")
-        return [self.root / s["path"] for s in self.manifest["shards"]]
+        """The shards as path objects: ``Path`` for a local dataset, ``upath.UPath`` (the pathlib
+        API over fsspec) for one on an object store."""
+        if self.store.is_local:
+            return [self.root / s["path"] for s in self.manifest["shards"]]
+        from corpusforge.io.readers.base import input_path
+
+        return [input_path(self.store.display(self._path(s["path"]))) for s in self.manifest["shards"]]
 
     def _path(self, name: str) -> str:
         return self.store.join(name)

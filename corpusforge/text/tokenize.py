@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
 import numpy as np
 import pyarrow as pa
 from pydantic import Field
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 from corpusforge.errors import ConfigError
 from corpusforge.stage import Stage, StageConfig, StageResult, StageStats, split
@@ -98,9 +101,10 @@ def _complete_wordpiece(tok) -> None:
                                  max_input_chars_per_word=MAX_WORD)
 
 
-def train_for_dataset(dataset_dir: str | Path, *, out: str | Path | None = None, **kw) -> Path:
+def train_for_dataset(dataset_dir: str | Path, *, out: str | Path | None = None, **kw) -> tuple[str, Tokenizer]:
     """Train on a dataset's ``text`` column (streamed), save the tokenizer beside the dataset
-    (or at ``out``) and name it in the dataset's manifest."""
+    (or at the local path ``out``) and, beside it, name it in the dataset's manifest. The dataset
+    may be on an object store; returns where the tokenizer was written, and the tokenizer."""
     from corpusforge.io.dataset import MANIFEST, Dataset, write_manifest
 
     ds = Dataset.open(dataset_dir)
@@ -112,18 +116,22 @@ def train_for_dataset(dataset_dir: str | Path, *, out: str | Path | None = None,
             yield from batch.column(0).to_pylist()
 
     tok = train(texts(), length=ds.num_rows, **kw)
-    path = Path(out) if out else ds.root / "tokenizer.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tok.save(str(path))
-    if path.resolve().parent == ds.root.resolve():
-        manifest = json.loads((ds.root / MANIFEST).read_text())
-        manifest.setdefault("artifacts", {})["tokenizer"] = path.name
-        write_manifest(ds.root, manifest)
-    return path
+    store = ds.store
+    if out and not (store.is_local and Path(out).resolve().parent == Path(store.root).resolve()):
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        tok.save(str(out))
+        return str(out), tok
+    name = Path(out).name if out else "tokenizer.json"
+    store.write_bytes(store.join(name), tok.to_str(pretty=True).encode())
+    manifest = json.loads(store.read_bytes(store.join(MANIFEST)))
+    manifest.setdefault("artifacts", {})["tokenizer"] = name
+    write_manifest(store.root, manifest, store=store)
+    return store.display(store.join(name)), tok
 
 
 class TokenizeConfig(StageConfig):
-    tokenizer: str = Field(description="tokenizer.json from `corpusforge train-tokenizer` (or any `tokenizers` file).")
+    tokenizer: str = Field(description="tokenizer.json from `corpusforge train-tokenizer` (or any `tokenizers` file); "
+                           "a local path or a URL (s3://...), which every worker reads.")
     eos_token: str | None = Field(EOS, description="Appended to every document (null: none).")
     max_tokens: int | None = Field(None, gt=0, description="Reject documents longer than this many tokens.")
 
@@ -137,14 +145,18 @@ class Tokenize(Stage):
         return {}          # token_ids and n_tokens are fields of the text schema
 
     def artifacts(self) -> dict[str, Path]:
-        return {"tokenizer": Path(self.config.tokenizer)}
+        from corpusforge.io.readers.base import input_path
+
+        return {"tokenizer": input_path(self.config.tokenizer)}
 
     def _load(self):
         if getattr(self, "_tok", None) is None:
             from tokenizers import Tokenizer
 
             try:
-                self._tok = Tokenizer.from_file(self.config.tokenizer)
+                from corpusforge.io.readers.base import input_path
+
+                self._tok = Tokenizer.from_str(input_path(self.config.tokenizer).read_text(encoding="utf-8"))
             except Exception as exc:  # noqa: BLE001 - tokenizers raises plain Exception
                 raise ConfigError(f"text.tokenize: cannot load tokenizer {self.config.tokenizer!r}: {exc}") from None
             self._eos = None
@@ -162,8 +174,10 @@ class Tokenize(Stage):
         encodings = encode(texts, add_special_tokens=False)
         token_ids = ids_to_arrow([e.ids for e in encodings], self._eos)
         n_tokens = pa.array(np.diff(token_ids.offsets.to_numpy()), pa.int64())
-        table = table.set_column(table.schema.get_field_index("token_ids"), "token_ids", token_ids)
-        table = table.set_column(table.schema.get_field_index("n_tokens"), "n_tokens", n_tokens)
+        # readers leave the schema's optional fields out: replace the columns, or add them
+        for name, values in (("token_ids", token_ids), ("n_tokens", n_tokens)):
+            i = table.schema.get_field_index(name)
+            table = table.set_column(i, name, values) if i >= 0 else table.append_column(name, values)
         stats.counters["tokens"] += int(pa.compute.sum(n_tokens).as_py() or 0)
         reason = detail = None
         if self.config.max_tokens:

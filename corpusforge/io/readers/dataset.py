@@ -18,6 +18,7 @@ from corpusforge import schemas
 from corpusforge.errors import ConfigError
 from corpusforge.io.dataset import Dataset
 from corpusforge.io.readers.base import ReadBatch, Reader, ReaderConfig
+from corpusforge.io.storage import is_url
 
 
 class DatasetReaderConfig(ReaderConfig):
@@ -33,7 +34,7 @@ class DatasetReader(Reader):
     def _datasets(self) -> list[Dataset]:
         out = []
         for p in self.config.paths:
-            path = Path(p) if Path(p).is_absolute() else self.base / p
+            path = p if is_url(p) else Path(p) if Path(p).is_absolute() else self.base / p
             ds = Dataset.open(path)
             if ds.schema_name != self.kind:
                 raise ConfigError(f"inputs.{self.index}.paths: {p} holds {ds.schema_name} records, "
@@ -55,7 +56,7 @@ class DatasetReader(Reader):
 
     def read(self, path: Path) -> Iterator[ReadBatch]:
         ds = Dataset.open(path.parent)
-        index = [p.name for p in ds.shard_paths].index(path.name)
+        index = [s["path"] for s in ds.manifest["shards"]].index(path.name)
         table = ds.read_shard(index, verify=self.config.verify)
         if self.config.source:
             table = table.set_column(table.schema.get_field_index("source"), "source",
