@@ -29,6 +29,7 @@ others after deleting their partial files, so a killed run resumes to byte-ident
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import time
@@ -45,7 +46,7 @@ from corpusforge.config import PipelineConfig, from_dict
 from corpusforge.errors import AccountingError, ConfigError, CorpusforgeError, UnitsFailed
 from corpusforge.io.dataset import MANIFEST, build_manifest, write_manifest
 from corpusforge.io.readers.base import Reader, file_size, input_path
-from corpusforge.io.storage import Store, scratch_dir
+from corpusforge.io.storage import Store, prune_scratch, scratch_dir
 from corpusforge.io.writer import ShardInfo, ShardWriter
 from corpusforge.stage import REJECT_STAGE, GlobalStage, Stage, StageResult, StageStats, run_checked
 
@@ -154,13 +155,16 @@ class Plan:
         marker = self.store.read_bytes(f"{path}/done.json")
         key = xxhash.xxh3_64_hexdigest(f"{self.store.display(path)}\0{self.config_hash}\0".encode() + marker)
         local = scratch_dir() / f"resolve-{key}"
-        if not local.exists():
-            staging = Path(tempfile.mkdtemp(prefix=f".resolve-{key}-", dir=scratch_dir()))
-            self.store.get_dir(path, staging)
-            try:
-                staging.rename(local)       # another process on this machine may have won: fine
-            except OSError:
-                shutil.rmtree(staging, ignore_errors=True)
+        if local.exists():
+            os.utime(local)                 # in use: see the pruning below
+            return local
+        staging = Path(tempfile.mkdtemp(prefix=f".resolve-{key}-", dir=scratch_dir()))
+        self.store.get_dir(path, staging)
+        try:
+            staging.rename(local)           # another process on this machine may have won: fine
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+        prune_scratch()
         return local
 
 

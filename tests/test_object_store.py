@@ -266,3 +266,19 @@ def test_tokenizer_trained_on_and_applied_from_a_store(tmp_path):
     out = Dataset.open("memory://cf-tok/tokens")
     assert tokens.stats["stages"]["00:text.tokenize"]["counters"]["tokens"] > 0
     assert out.artifact_bytes("tokenizer") == fsspec.filesystem("memory").cat_file("/cf-tok/clean/tokenizer.json")
+
+
+def test_scratch_left_by_killed_processes_is_pruned(tmp_path, monkeypatch):
+    from corpusforge.io.storage import SCRATCH_MAX_IDLE_S, prune_scratch, scratch_dir
+
+    monkeypatch.setenv("CORPUSFORGE_SCRATCH", str(tmp_path))
+    root = scratch_dir()
+    (root / "resolve-old").mkdir()
+    (root / "resolve-old" / "decisions.parquet").write_bytes(b"x")
+    (root / "upload-old.parquet").write_bytes(b"x")
+    (root / "resolve-in-use").mkdir()
+    old = time.time() - SCRATCH_MAX_IDLE_S - 60
+    for p in ("resolve-old", "upload-old.parquet"):
+        os.utime(root / p, (old, old))
+    prune_scratch()
+    assert sorted(p.name for p in root.iterdir()) == ["resolve-in-use"]

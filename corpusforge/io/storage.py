@@ -28,6 +28,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from corpusforge.io.atomic import commit, temp_path, write_bytes
@@ -43,6 +44,21 @@ def scratch_dir() -> Path:
     root = Path(os.environ.get("CORPUSFORGE_SCRATCH") or tempfile.gettempdir()) / "corpusforge-scratch"
     root.mkdir(parents=True, exist_ok=True)
     return root
+
+
+SCRATCH_MAX_IDLE_S = 24 * 3600
+
+
+def prune_scratch() -> None:
+    """Delete what killed processes left in the scratch folder: anything not touched for a day
+    (copies of decisions are touched whenever a filter uses them; uploads take minutes)."""
+    now = time.time()
+    for entry in scratch_dir().iterdir():
+        try:
+            if now - entry.stat().st_mtime > SCRATCH_MAX_IDLE_S:
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        except OSError:
+            pass                        # another process got there first
 
 
 class Store:
@@ -71,14 +87,6 @@ class Store:
     def display(self, path: str) -> str:
         """The path as a user writes it (a URL for an object store)."""
         return path if self.is_local else self.fs.unstrip_protocol(path)
-
-    def sub(self, *parts: str) -> "Store":
-        """The store rooted at a sub-folder."""
-        child = Store.__new__(Store)
-        child.fs, child.is_local = self.fs, self.is_local
-        child.root = self.join(*parts)
-        child.url = self.display(child.root)
-        return child
 
     @property
     def arrow_fs(self):
