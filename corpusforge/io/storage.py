@@ -168,7 +168,10 @@ class Store:
         try:
             self.fs.pipe_file(path, data)  # one PUT: the object appears whole or not at all
         except OSError as exc:
-            raise OSError(exc.errno, f"cannot write {self.display(path)}: {exc.strerror or exc}") from exc
+            raise self._write_error(path, exc) from exc
+
+    def _write_error(self, path: str, exc: OSError) -> OSError:
+        return OSError(exc.errno, f"cannot write {self.display(path)}: {exc.strerror or exc}")
 
     def write_json(self, path: str, obj) -> None:
         """Deterministic JSON (sorted keys, fixed indentation), written atomically."""
@@ -192,7 +195,7 @@ class Store:
         try:
             self.fs.put_file(str(staged), final)
         except OSError as exc:
-            raise OSError(exc.errno, f"cannot write {self.display(final)}: {exc.strerror or exc}") from exc
+            raise self._write_error(final, exc) from exc
         finally:
             staged.unlink(missing_ok=True)
 
@@ -201,12 +204,18 @@ class Store:
             staged.unlink(missing_ok=True)
 
     def put_dir(self, local: Path, path: str) -> None:
-        """Upload (or, locally, move) every file of the local folder ``local`` under ``path``."""
+        """Copy every file of the complete local folder ``local`` under ``path``, each atomically."""
         for f in sorted(p for p in Path(local).rglob("*") if p.is_file()):
             final = f"{path}/{f.relative_to(local).as_posix()}"
-            staged = self.staging_path(final)
-            shutil.copyfile(f, staged)
-            self.commit(staged, final)
+            if self.is_local:
+                staged = self.staging_path(final)
+                shutil.copyfile(f, staged)
+                self.commit(staged, final)
+                continue
+            try:
+                self.fs.put_file(str(f), final)      # the file is complete: upload it as it is
+            except OSError as exc:
+                raise self._write_error(final, exc) from exc
 
     def get_dir(self, path: str, local: Path) -> None:
         """Download every file under ``path`` into the local folder ``local``."""
