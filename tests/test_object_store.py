@@ -59,6 +59,11 @@ def test_memory_store_text_with_every_global_stage_matches_local(tmp_path):
     ds = Dataset.open(url)
     assert ds.verify() == [] and ds.read().num_rows == local.kept_rows
     assert ds.read_shard(0, verify=True).num_rows == ds.manifest["shards"][0]["rows"]
+    assert ds.scan_polars().select("id").collect()["id"].to_list() == ds.read(columns=["id"]).column(0).to_pylist()
+    from corpusforge.cli import main as cli
+
+    for command in (["validate", url], ["inspect", url, "--rows", "1"], ["report", url]):
+        assert cli(command) == 0, command
 
 
 def test_memory_store_images_with_near_dedup_matches_local(tmp_path):

@@ -235,10 +235,16 @@ class Dataset:
         return pl.from_arrow(self.read(columns=columns))
 
     def scan_polars(self):
-        """A lazy polars frame over the shards, in manifest order."""
+        """A lazy polars frame over the shards, in manifest order (on an object store, through
+        Arrow's dataset API and the store's filesystem, so fsspec's credentials apply)."""
         import polars as pl
 
-        return pl.scan_parquet([str(p) for p in self.shard_paths])
+        if self.store.is_local:
+            return pl.scan_parquet([str(p) for p in self.shard_paths])
+        import pyarrow.dataset as pads
+
+        paths = [self._path(s["path"]) for s in self.manifest["shards"]]
+        return pl.scan_pyarrow_dataset(pads.dataset(paths, format="parquet", filesystem=self.store.arrow_fs))
 
 
 class _whole_file:
