@@ -344,7 +344,7 @@ def run_resolve(plan: Plan, segment_index: int) -> dict:
 
     The stages' resolve works on local files (numpy, Arrow memory maps); with an object-store
     output the spill files are downloaded to local scratch first and the decisions uploaded
-    after, before the done marker."""
+    after, before the done marker (``Store.local_dir``)."""
     seg = plan.segments[segment_index]
     store = plan.store
     workdir = plan.resolve_dir(segment_index)
@@ -355,22 +355,14 @@ def run_resolve(plan: Plan, segment_index: int) -> dict:
     store.rm(workdir)
     spills = [plan.fingerprint_path(segment_index, u.index) for u in plan.units]
     stats = StageStats()
-    with tempfile.TemporaryDirectory(prefix="resolve-", dir=None if store.is_local else scratch_dir()) as scratch:
-        if store.is_local:
-            local_files, local_work = [Path(f) for f in spills], Path(workdir)
-        else:
-            local_files, local_work = [Path(scratch, "fp", f.rsplit("/", 1)[1]) for f in spills], Path(scratch, "work")
-            for remote, local in zip(spills, local_files):
-                local.parent.mkdir(parents=True, exist_ok=True)
-                store.fs.get_file(remote, str(local))
-        local_work.mkdir(parents=True, exist_ok=True)
-        # units whose rows were all rejected upstream have empty fingerprint files: skip them
+    with store.local_dir(spills[0].rsplit("/", 1)[0]) as spill_dir, \
+            store.local_dir(workdir, upload=True) as local_work:
+        # in unit order; units whose rows were all rejected upstream have empty files: skip them
+        local_files = [spill_dir / f.rsplit("/", 1)[1] for f in spills]
         files = [f for f in local_files if pq.read_metadata(f).num_rows > 0]
         start = time.perf_counter()
         seg.global_stage.resolve(files, local_work, stats)
         stats.seconds = time.perf_counter() - start
-        if not store.is_local:
-            store.put_dir(local_work, workdir)
     out = {"counters": dict(sorted(stats.counters.items())), "seconds": round(stats.seconds, 4)}
     store.write_json(done, out)
     return out

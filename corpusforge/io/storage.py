@@ -29,6 +29,7 @@ import os
 import shutil
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from corpusforge.io.atomic import commit, temp_path, write_bytes
@@ -124,10 +125,8 @@ class Store:
         return sorted(self.fs.glob(pattern))
 
     def files_under(self, path: str) -> list[str]:
-        """Every file below ``path`` (recursive), sorted."""
+        """Every file below ``path`` (recursive), sorted; none for a missing folder."""
         self._fresh(path)
-        if not self.exists(path):
-            return []
         return sorted(self.fs.find(path))
 
     def size(self, path: str) -> int:
@@ -203,17 +202,29 @@ class Store:
         if staged is not None:
             staged.unlink(missing_ok=True)
 
+    @contextmanager
+    def local_dir(self, path: str, upload: bool = False):
+        """``path`` as a local folder, for code that works on files on disk (numpy, memory maps):
+        the folder itself on a local store; on an object store a scratch folder that holds a
+        download of it, or (``upload``) whose files are uploaded under ``path`` on a clean exit."""
+        if self.is_local:
+            Path(path).mkdir(parents=True, exist_ok=True)
+            yield Path(path)
+            return
+        with tempfile.TemporaryDirectory(prefix="local-", dir=scratch_dir()) as tmp:
+            if not upload:
+                self.get_dir(path, Path(tmp))
+            yield Path(tmp)
+            if upload:
+                self.put_dir(Path(tmp), path)
+
     def put_dir(self, local: Path, path: str) -> None:
-        """Copy every file of the complete local folder ``local`` under ``path``, each atomically."""
+        """Upload every file of the complete local folder ``local`` under ``path``: each is one
+        object, visible once whole."""
         for f in sorted(p for p in Path(local).rglob("*") if p.is_file()):
             final = f"{path}/{f.relative_to(local).as_posix()}"
-            if self.is_local:
-                staged = self.staging_path(final)
-                shutil.copyfile(f, staged)
-                self.commit(staged, final)
-                continue
             try:
-                self.fs.put_file(str(f), final)      # the file is complete: upload it as it is
+                self.fs.put_file(str(f), final)
             except OSError as exc:
                 raise self._write_error(final, exc) from exc
 

@@ -11,7 +11,7 @@ import shutil
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import ClassVar, Iterator
 
 import pyarrow as pa
@@ -101,18 +101,22 @@ class Reader:
 
     def _remote_files(self, pattern: str) -> list[Path]:
         """Files of an fsspec URL (a file, a folder searched recursively, or a glob), as
-        ``UPath`` objects: readers use the pathlib methods they use on local files."""
+        ``UPath`` objects: readers use the pathlib methods they use on local files. Their sizes
+        come with the listing and are kept for ``file_size``: one request per page of a
+        listing, not one per file (every worker plans the units again)."""
         import fsspec
 
         fs, path = fsspec.core.url_to_fs(pattern)
         fs.invalidate_cache()
         if any(ch in pattern for ch in "*?["):
-            names = [n for n in fs.glob(path) if fs.isfile(n)]
+            listed = fs.glob(path, detail=True)
         elif fs.isdir(path):
-            names = [n for n in fs.find(path) if self._wanted(input_path(n))]
+            listed = {n: i for n, i in fs.find(path, detail=True).items() if self._wanted(PurePosixPath(n))}
         else:
-            names = [path] if fs.exists(path) else []
-        return [input_path(fs.unstrip_protocol(n)) for n in sorted(names)]
+            listed = {path: fs.info(path)} if fs.exists(path) else {}
+        files = {fs.unstrip_protocol(n): i["size"] for n, i in listed.items() if i["type"] == "file"}
+        _LISTED_SIZES.update(files)
+        return [input_path(url) for url in sorted(files)]
 
     def _wanted(self, path: Path) -> bool:
         name = path.name.lower()
@@ -237,8 +241,15 @@ def dumps_meta(obj: dict) -> str | None:
     return json.dumps(obj, ensure_ascii=False, sort_keys=True, default=str) if obj else None
 
 
+_LISTED_SIZES: dict[str, int] = {}     # URL -> size, from the listings of Reader.files
+
+
 def file_size(path: Path | str) -> int:
     try:
-        return input_path(path).stat().st_size if is_url(path) else os.path.getsize(path)
+        if not is_url(path):
+            return os.path.getsize(path)
+        if str(path) not in _LISTED_SIZES:
+            _LISTED_SIZES[str(path)] = input_path(path).stat().st_size
+        return _LISTED_SIZES[str(path)]
     except OSError:
         return 0
