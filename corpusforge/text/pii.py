@@ -41,12 +41,13 @@ from pydantic import Field, field_validator, model_validator
 
 from corpusforge.errors import ConfigError
 from corpusforge.stage import Stage, StageConfig, StageResult, StageStats, split
-from corpusforge.text.pii_recognizers import ALL_ENTITIES, PHONE_PUNCT
+from corpusforge.text.pii_phone import TRIGGER as PHONE_TRIGGER
+from corpusforge.text.pii_recognizers import ALL_ENTITIES
 
 DEFAULT_ENTITIES = [e for e in ALL_ENTITIES if e != "URL"]
 TAGS = {"EMAIL_ADDRESS": "<EMAIL>", "PHONE_NUMBER": "<PHONE>", "CREDIT_CARD": "<CREDIT_CARD>", "IBAN_CODE": "<IBAN>",
         "IP_ADDRESS": "<IP>", "URL": "<URL>", "US_SSN": "<SSN>", "CN_MOBILE": "<PHONE>", "CN_LANDLINE": "<PHONE>",
-        "CN_RESIDENT_ID": "<ID_NUMBER>", "CN_BANK_CARD": "<BANK_CARD>", "CN_PASSPORT": "<PASSPORT>",
+        "CN_RESIDENT_ID": "<ID_NUMBER>", "CN_BANK_CARD": "<BANK_CARD>", "CN_PASSPORT": "<PASSPORT>", "CN_QQ": "<QQ>",
         "PERSON": "<PERSON>", "LOCATION": "<LOCATION>"}
 WARM_UP = ("mail a.b@example.com, call +1 415 555 2671 or 13812345678, card 4111 1111 1111 1111, "
            "ip 10.0.0.1 fe80::1, see www.example.org, 护照E12345678")
@@ -59,9 +60,8 @@ DIGITS = ["CREDIT_CARD", "IBAN_CODE", "US_SSN", "CN_MOBILE", "CN_LANDLINE", "CN_
 TRIGGERS = [
     (r"@", ["EMAIL_ADDRESS", "URL"]),
     (r"\d(?:[^\p{L}\d\n]{0,3}\d){6,}", DIGITS + ["IP_ADDRESS", "URL"]),
-    # phonenumbers joins digit blocks with at most 4 of its punctuation characters, and the phone
-    # recognizer keeps numbers with 7+ digits in that chain
-    (r"\d(?:" + PHONE_PUNCT + r"{0,4}\d){6,}", ["PHONE_NUMBER"]),
+    (PHONE_TRIGGER, ["PHONE_NUMBER"]),
+    (r"(?i)qq|扣扣", ["CN_QQ"]),
     (r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}", ["IP_ADDRESS", "URL"]),
     (r"[0-9A-Fa-f]*:[0-9A-Fa-f]*:[0-9A-Fa-f]", ["IP_ADDRESS"]),
     # every presidio URL match has "." + a top-level domain of 2+ letters
@@ -72,7 +72,7 @@ TRIGGERS = [
 # up to ~10 characters before its first long digit run and a passport needs its keyword within 30
 # characters; emails and URLs can be long (``window`` in the config). Entities with the same
 # margin are analyzed in one presidio call.
-MARGIN = {"PHONE_NUMBER": 3, **{e: 48 for e in DIGITS}}
+MARGIN = {"PHONE_NUMBER": 48, "CN_QQ": 48, **{e: 48 for e in DIGITS}}
 # Emails, URLs and IPs contain no whitespace and (ASCII-safe patterns) no non-ASCII character: a
 # match lies inside the run of non-space ASCII characters around its trigger, plus the quote or
 # bracket next to it.
@@ -91,6 +91,7 @@ class PiiConfig(StageConfig):
     min_score: float = Field(0.35, ge=0, le=1, description="presidio confidence below which a finding is ignored.")
     phone_regions: list[str] = Field(default_factory=lambda: ["US", "GB", "DE", "FR", "IN", "CA", "BR", "CN", "JP",
                                                              "AU", "SG", "HK", "TW"])
+    qq_groups: bool = Field(False, description="Also scrub QQ group numbers (QQ群); they name public groups.")
     spacy_model: str | None = Field(None, description="Installed spaCy model for PERSON/LOCATION (none by default).")
     recognizers_yaml: str | None = Field(None, description="presidio recognizers YAML with your own patterns.")
     prescan: bool = True
@@ -165,7 +166,7 @@ class Pii(Stage):
             from presidio_analyzer.nlp_engine import NoOpNlpEngine
             nlp = NoOpNlpEngine(models=[{"lang_code": LANGUAGE, "model_name": "none"}])
         registry = RecognizerRegistry(supported_languages=[LANGUAGE], global_regex_flags=ASCII_FLAGS)
-        for rec in build_recognizers(c.entities, LANGUAGE, c.phone_regions):
+        for rec in build_recognizers(c.entities, LANGUAGE, c.phone_regions, c.qq_groups):
             registry.add_recognizer(rec)
         if c.spacy_model:
             registry.add_recognizer(SpacyRecognizer(supported_language=LANGUAGE))

@@ -18,26 +18,15 @@ from typing import List, Optional
 
 import regex  # presidio's regex engine
 from presidio_analyzer import Pattern, PatternRecognizer, RecognizerResult
-from presidio_analyzer.predefined_recognizers import (CreditCardRecognizer, EmailRecognizer, IbanRecognizer,
-                                                      IpRecognizer, PhoneRecognizer, UrlRecognizer, UsSsnRecognizer)
+from presidio_analyzer.predefined_recognizers import (EmailRecognizer, IbanRecognizer, IpRecognizer, UrlRecognizer,
+                                                      UsSsnRecognizer)
+
+from corpusforge.text.pii_numbers import PaymentCardRecognizer, is_amount, luhn_ok  # noqa: F401 (luhn_ok re-exported)
+from corpusforge.text.pii_phone import ContextPhoneRecognizer
 
 ASCII_FLAGS = regex.DOTALL | regex.MULTILINE | regex.IGNORECASE | regex.ASCII
 CN_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 CN_ID_CHECK = "10X98765432"
-
-
-def luhn_ok(digits: str) -> bool:
-    d = [int(c) for c in digits if c.isdigit()]
-    if len(d) < 12:
-        return False
-    total = 0
-    for i, v in enumerate(reversed(d)):
-        if i % 2:
-            v *= 2
-            if v > 9:
-                v -= 9
-        total += v
-    return total % 10 == 0
 
 
 def cn_id_ok(number: str) -> bool:
@@ -54,7 +43,15 @@ def cn_id_ok(number: str) -> bool:
     return _dt.date(1880, 1, 1) <= born <= _dt.date.today()
 
 
-class CnMobileRecognizer(PatternRecognizer):
+class NotAnAmount:
+    """Mixin for number recognizers: a match written as an amount or quantity is dropped."""
+
+    def analyze(self, text: str, entities: List[str], nlp_artifacts=None, regex_flags=None) -> List[RecognizerResult]:
+        results = super().analyze(text, entities, nlp_artifacts, regex_flags)
+        return [r for r in results if not is_amount(text, r.start, r.end)]
+
+
+class CnMobileRecognizer(NotAnAmount, PatternRecognizer):
     """Mainland mobile numbers: 1[3-9]x xxxx xxxx, with or without +86/86, spaces or dashes."""
 
     PATTERNS = [Pattern("cn mobile", r"(?<![\d+])(?:\+?86[\s-]?)?1[3-9]\d(?:[\s-]?\d{4}){2}(?!\d)", 0.85)]
@@ -64,7 +61,7 @@ class CnMobileRecognizer(PatternRecognizer):
                          global_regex_flags=ASCII_FLAGS, **kw)
 
 
-class CnLandlineRecognizer(PatternRecognizer):
+class CnLandlineRecognizer(NotAnAmount, PatternRecognizer):
     """Landlines with an area code: 010-12345678, (0755) 1234 5678, 021 87654321, +86 10 12345678."""
 
     PATTERNS = [
@@ -142,51 +139,88 @@ class CjkSafeUrlRecognizer(UrlRecognizer):
         return out
 
 
-def _phone_punctuation() -> str:
-    """The characters phonenumbers' matcher accepts between digit blocks, as a regex class body."""
-    try:
-        from phonenumbers.phonenumberutil import _VALID_PUNCTUATION as chars
-    except ImportError:   # fall back to "anything but letters and digits": still a superset
-        return r"[^\p{L}\d\n]"
-    return "[" + "".join("\\" + c if c in "[]\\^-" else c for c in chars.replace("\\", "")) + "]"
+class CnQqRecognizer(NotAnAmount, PatternRecognizer):
+    """QQ numbers (5-11 digits, no leading 0) with 'QQ'/'扣扣' just before them. Group numbers
+    (QQ群, 群号) name a public chat group, not a person: they count only with ``groups=True``."""
 
+    PATTERNS = [Pattern("cn qq", r"(?<!\d)[1-9]\d{4,10}(?!\d)", 0.7)]
+    KEYWORD = regex.compile(r"(?:qq|扣扣)\s*(?P<group>群|group)?\s*(?:号码|號碼|号|號|账号|帳號|number|no\.?|id)?"
+                            r"\s*(?P<group2>群)?\s*[:：]?\s*$", regex.IGNORECASE)
+    GROUP = regex.compile(r"群号|群號|群[:：]", regex.IGNORECASE)
 
-PHONE_PUNCT = _phone_punctuation()
-PHONE_MAIN = regex.compile(r"\d(?:" + PHONE_PUNCT + r"{0,4}\d)*")
-
-
-class PhoneMin7Recognizer(PhoneRecognizer):
-    """presidio's phone recognizer (phonenumbers, international formats), keeping numbers whose
-    main part (before any extension) has at least 7 digits: the matcher also accepts short
-    regional numbers, which in running text are years, amounts and counts (``169.3万元``,
-    ``（1686年）``)."""
+    def __init__(self, supported_language: str = "xx", groups: bool = False, **kw):
+        super().__init__(supported_entity="CN_QQ", patterns=self.PATTERNS, supported_language=supported_language,
+                         global_regex_flags=ASCII_FLAGS, **kw)
+        self.groups = groups
 
     def analyze(self, text: str, entities: List[str], nlp_artifacts=None, regex_flags=None) -> List[RecognizerResult]:
         out = []
-        for r in super().analyze(text, entities, nlp_artifacts):
-            main = PHONE_MAIN.search(text, r.start, r.end)
-            if main and sum(ch.isdigit() for ch in main.group()) >= 7:
-                out.append(r)
+        for r in super().analyze(text, entities, nlp_artifacts, regex_flags):
+            before = text[max(0, r.start - 12):r.start]
+            k = self.KEYWORD.search(before)
+            if k is None and not (self.groups and self.GROUP.search(before)):
+                continue
+            if not self.groups and (self.GROUP.search(before) or (k and (k.group("group") or k.group("group2")))):
+                continue
+            out.append(r)
         return out
 
 
+class SuffixCutEmailRecognizer(EmailRecognizer):
+    """presidio's e-mail recognizer, finding addresses run into the following word
+    (``nu@digifun.cnWAP: ...``): when the last label is no public suffix, it is cut to the
+    longest prefix that is one, at a lower-to-upper case change first. The suffix list is the
+    snapshot bundled with tldextract (no network)."""
+
+    def __init__(self, supported_language: str = "xx", **kw):
+        super().__init__(supported_language=supported_language, **kw)
+        import tldextract
+
+        self._extract = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
+
+    def validate_result(self, pattern_text: str):
+        return self._extract(pattern_text).fqdn != ""
+
+    def analyze(self, text: str, entities: List[str], nlp_artifacts=None, regex_flags=None) -> List[RecognizerResult]:
+        out = super().analyze(text, entities, nlp_artifacts, regex_flags)
+        for m in regex.finditer(r"(?<![\w.+-])[\w.+%-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}", text,
+                                flags=regex.ASCII):
+            if any(r.start <= m.start() < r.end for r in out):
+                continue
+            cut = self._cut(m.group())
+            if cut:
+                out.append(RecognizerResult("EMAIL_ADDRESS", m.start(), m.start() + len(cut), 0.5))
+        return out
+
+    def _cut(self, address: str) -> str | None:
+        head, _, last = address.rpartition(".")
+        changes = [i for i in range(1, len(last)) if last[i - 1].islower() and last[i].isupper()]
+        for n in changes + list(range(len(last) - 1, 1, -1)):
+            candidate = f"{head}.{last[:n]}"
+            if self._extract(candidate).suffix.lower() == last[:n].lower():
+                return candidate
+        return None
+
+
 PRESIDIO = {
-    "EMAIL_ADDRESS": EmailRecognizer, "CREDIT_CARD": CreditCardRecognizer, "IBAN_CODE": IbanRecognizer,
+    "EMAIL_ADDRESS": SuffixCutEmailRecognizer, "CREDIT_CARD": PaymentCardRecognizer, "IBAN_CODE": IbanRecognizer,
     "IP_ADDRESS": IpRecognizer, "URL": CjkSafeUrlRecognizer, "US_SSN": UsSsnRecognizer,
 }
 CHINESE = {
     "CN_MOBILE": CnMobileRecognizer, "CN_LANDLINE": CnLandlineRecognizer, "CN_RESIDENT_ID": CnResidentIdRecognizer,
-    "CN_BANK_CARD": CnBankCardRecognizer, "CN_PASSPORT": CnPassportRecognizer,
+    "CN_BANK_CARD": CnBankCardRecognizer, "CN_PASSPORT": CnPassportRecognizer, "CN_QQ": CnQqRecognizer,
 }
 ALL_ENTITIES = [*PRESIDIO, "PHONE_NUMBER", *CHINESE]
 
 
-def build_recognizers(entities: list[str], language: str, phone_regions: list[str]) -> list:
+def build_recognizers(entities: list[str], language: str, phone_regions: list[str], qq_groups: bool = False) -> list:
     """The recognizers for ``entities``, compiled ASCII-safe."""
     out = []
     for name in entities:
         if name == "PHONE_NUMBER":
-            out.append(PhoneMin7Recognizer(supported_language=language, supported_regions=phone_regions))
+            out.append(ContextPhoneRecognizer(supported_language=language, supported_regions=phone_regions))
+        elif name == "CN_QQ":
+            out.append(CnQqRecognizer(supported_language=language, groups=qq_groups))
         elif name in PRESIDIO:
             rec = PRESIDIO[name](supported_language=language)
             rec.global_regex_flags = ASCII_FLAGS

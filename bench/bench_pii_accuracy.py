@@ -1,0 +1,117 @@
+"""PII accuracy: recall and false tags of text.pii against presidio's own recognizers, same cases.
+
+Cases (bench/pii_cases.py): phones from phonenumbers' example numbers (40 regions, 6 ways of
+writing each) and from Faker's formats of every locale, each with and without a phone word
+nearby; cards of every network and length; Luhn-valid non-cards; numbers that are no identifier
+(dates, amounts, ISBNs, coordinates, order numbers, Chinese prices and ranges). presidio's side:
+its PhoneRecognizer (its default regions, and corpusforge's 13) and CreditCardRecognizer.
+
+    .venv/bin/python bench/bench_pii_accuracy.py
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+os.environ.setdefault("TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS", "")
+
+from pii_cases import (CHINESE_NON_PII, NON_PHONES, cards, faker_phones, luhn_non_cards,  # noqa: E402
+                       phone_examples, phone_sentences)
+
+from corpusforge.text.pii import Pii  # noqa: E402
+
+PHONE_TYPES = {"PHONE_NUMBER", "CN_MOBILE", "CN_LANDLINE"}
+
+
+def covered(findings, span, types) -> bool:
+    """A finding of ``types`` covers every character of the labelled span."""
+    s, e = span
+    return any(r.entity_type in types and r.start <= s and r.end >= e for r in findings)
+
+
+def presidio_engine(kind: str):
+    from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
+    from presidio_analyzer.nlp_engine import NoOpNlpEngine
+    from presidio_analyzer.predefined_recognizers import CreditCardRecognizer, PhoneRecognizer
+
+    registry = RecognizerRegistry(supported_languages=["en"])
+    if kind == "phone":
+        registry.add_recognizer(PhoneRecognizer())
+    else:
+        registry.add_recognizer(CreditCardRecognizer())
+    engine = AnalyzerEngine(nlp_engine=NoOpNlpEngine(models=[{"lang_code": "en", "model_name": "none"}]),
+                            registry=registry, supported_languages=["en"])
+    return lambda text: engine.analyze(text=text, language="en", score_threshold=0.35)
+
+
+def main():
+    rng = random.Random(0)
+    ours = Pii()
+    find = ours.find
+    presidio_phone, presidio_card = presidio_engine("phone"), presidio_engine("card")
+
+    print("## Phones: recall (labelled span fully covered by a phone finding)\n")
+    print("| source | context | cases | text.pii | presidio PhoneRecognizer |")
+    print("|---|---|---|---|---|")
+    for label, numbers in (("phonenumbers examples, 40 regions x 6 ways", phone_examples()),
+                           ("Faker, every locale", faker_phones())):
+        sentences = phone_sentences(numbers, rng)
+        for ctx in (True, False):
+            sub = [s for s in sentences if s[2] == ctx]
+            a = sum(covered(find(t), sp, PHONE_TYPES) for t, sp, _ in sub)
+            b = sum(covered(presidio_phone(t), sp, {"PHONE_NUMBER"}) for t, sp, _ in sub)
+            print(f"| {label} | {'phone word near' if ctx else 'none'} | {len(sub)} | {a / len(sub):.3f} | "
+                  f"{b / len(sub):.3f} |")
+        missed = [t for t, sp, ctx in sentences if ctx and not covered(find(t), sp, PHONE_TYPES)]
+        if missed:
+            print(f"\nmissed with context ({len(missed)}): {missed[:12]}\n")
+
+    print("\n## Payment cards: recall by network and length\n")
+    per = defaultdict(lambda: [0, 0, 0])
+    for number, kind in cards(rng):
+        text = f"Card number {number} expires 04/29."
+        span = (12, 12 + len(number))
+        per[kind][0] += 1
+        per[kind][1] += covered(find(text), span, {"CREDIT_CARD", "CN_BANK_CARD"})
+        per[kind][2] += covered(presidio_card(text), span, {"CREDIT_CARD"})
+    total = [sum(v[i] for v in per.values()) for i in range(3)]
+    print("| network, digits | cases | text.pii | presidio CreditCardRecognizer |")
+    print("|---|---|---|---|")
+    for kind, (n, a, b) in per.items():
+        print(f"| {kind} | {n} | {a / n:.2f} | {b / n:.2f} |")
+    print(f"| **all** | {total[0]} | **{total[1] / total[0]:.3f}** | {total[2] / total[0]:.3f} |")
+    non_cards = luhn_non_cards(rng)
+    fp_ours = sum(any(r.entity_type == "CREDIT_CARD" for r in find(f"Number {n} here")) for n in non_cards)
+    fp_pres = sum(bool(presidio_card(f"Number {n} here")) for n in non_cards)
+    print(f"\nLuhn-valid numbers that no network issues: tagged as cards by text.pii {fp_ours}/{len(non_cards)}, "
+          f"by presidio {fp_pres}/{len(non_cards)}")
+
+    print("\n## Numbers that are not personal data: documents with any tag\n")
+    for label, texts in (("English and Chinese non-identifiers", NON_PHONES), ("Chinese amounts, prices, groups",
+                                                                             CHINESE_NON_PII)):
+        tagged = [(t, [(r.entity_type, t[r.start:r.end]) for r in find(t)]) for t in texts]
+        bad = [x for x in tagged if x[1]]
+        print(f"- {label}: {len(bad)} of {len(texts)} tagged {bad}")
+
+    data = ROOT.parent / "shared" / "data" / "text" / "clue_corpus_small_sample.zh.txt"
+    if data.exists():
+        lines = [l for l in data.read_text().splitlines() if l.strip()]
+        counts, samples = Counter(), defaultdict(list)
+        for line in lines:
+            for r in find(line):
+                counts[r.entity_type] += 1
+                samples[r.entity_type].append(line[max(0, r.start - 12):r.end + 6].replace("\n", " "))
+        print(f"\n## Real Chinese web and news (CLUE sample, {len(lines)} documents): findings by type\n")
+        for k, v in counts.most_common():
+            print(f"- {k}: {v}; e.g. {samples[k][:6]}")
+
+
+if __name__ == "__main__":
+    main()

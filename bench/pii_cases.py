@@ -1,0 +1,132 @@
+"""Labelled PII cases for the accuracy benchmark and the tests: real formats, generated values.
+
+* Phones: phonenumbers' example numbers (mobile and fixed line) of 40 regions, written the ways
+  people write them (E.164, international, national, with dashes, dots, no spaces); and Faker's
+  phone formats of every locale it has (a second, independent source of real formats). Each in
+  sentences with a phone word nearby and in sentences without one.
+* Cards: Luhn-valid numbers of every major network and length, plain, in groups of four with
+  spaces or dashes, and Amex's 4-6-5; and Luhn-valid numbers that are no card by prefix or length.
+* Non-phones that must stay: dates, times, versions, amounts, ranges, order and tracking numbers,
+  ISBNs, coordinates, years, Chinese amounts and prices.
+"""
+
+from __future__ import annotations
+
+import random
+
+from corpusforge.text.pii_numbers import NETWORKS, card_network_ok, luhn_ok
+
+REGIONS = ["US", "GB", "DE", "FR", "ES", "IT", "IN", "BR", "JP", "CN", "AU", "RU", "MX", "NL", "SE", "PL", "KR",
+           "ZA", "NG", "EG", "TR", "AR", "CH", "BE", "IE", "IL", "CA", "PT", "AT", "DK", "NO", "FI", "CZ", "GR",
+           "HU", "RO", "UA", "ID", "PH", "VN"]
+WITH_CONTEXT = ["Call me on {} tomorrow.", "Phone: {}", "You can reach the office at {}.", "Tel. {} (weekdays)",
+                "请拨打{}联系我们。", "联系电话：{}", "My mobile number is {}", "Fax {} or e-mail."]
+NO_CONTEXT = ["{}", "John Smith, {}, 42 Elm Street", "- {}\n- next line", "Details: {}."]
+
+
+def _fmt_variants(number_obj) -> list[str]:
+    import phonenumbers
+    from phonenumbers import PhoneNumberFormat as F
+
+    intl = phonenumbers.format_number(number_obj, F.INTERNATIONAL)
+    national = phonenumbers.format_number(number_obj, F.NATIONAL)
+    out = {phonenumbers.format_number(number_obj, F.E164), intl, national,
+           intl.replace(" ", "-"), intl.replace(" ", "."), national.replace(" ", "-")}
+    return sorted(out)
+
+
+def phone_examples() -> list[tuple[str, str]]:
+    """(number, how written) for phonenumbers' example numbers of REGIONS."""
+    import phonenumbers
+    from phonenumbers import PhoneNumberType as T
+
+    out = []
+    for region in REGIONS:
+        for kind in (T.MOBILE, T.FIXED_LINE):
+            ex = phonenumbers.example_number_for_type(region, kind)
+            if ex is not None:
+                out += [(v, f"phonenumbers {region}") for v in _fmt_variants(ex)]
+    return out
+
+
+def faker_phones(per_locale: int = 6, seed: int = 0) -> list[tuple[str, str]]:
+    """(number, locale) from Faker's phone formats of every locale (skipped if Faker is absent)."""
+    try:
+        import pkgutil
+
+        import faker.providers.phone_number as pn
+        from faker import Faker
+    except ImportError:
+        return []
+    out = []
+    for mod in pkgutil.iter_modules(pn.__path__):
+        try:
+            fake = Faker(mod.name)
+            fake.seed_instance(seed)
+            numbers = [fake.phone_number() for _ in range(per_locale)]
+        except AttributeError:
+            continue
+        out += [(n, mod.name) for n in numbers if n.isascii() and sum(c.isdigit() for c in n) >= 7]
+    return out
+
+
+def phone_sentences(numbers, rng: random.Random):
+    """[(text, (start, end), with_context)] placing each number once with a phone word, once without."""
+    out = []
+    for number, _ in numbers:
+        for templates, ctx in ((WITH_CONTEXT, True), (NO_CONTEXT, False)):
+            t = rng.choice(templates)
+            start = t.index("{}")
+            out.append((t.format(number), (start, start + len(number)), ctx))
+    return out
+
+
+def _luhn_complete(prefix: str, length: int, rng: random.Random) -> str:
+    body = prefix + "".join(rng.choice("0123456789") for _ in range(length - len(prefix) - 1))
+    return next(body + c for c in "0123456789" if luhn_ok(body + c))
+
+
+def _group(number: str, sep: str) -> str:
+    if len(number) == 15:
+        return sep.join([number[:4], number[4:10], number[10:]])
+    return sep.join(number[i:i + 4] for i in range(0, len(number), 4))
+
+
+def cards(rng: random.Random, per_kind: int = 20) -> list[tuple[str, str]]:
+    """(written card number, network and length) for every network, every length, three ways."""
+    out = []
+    for name, (prefixes, lengths) in NETWORKS.items():
+        for length in sorted(lengths):
+            for _ in range(per_kind):
+                n = _luhn_complete(rng.choice(prefixes), length, rng)
+                out.append((rng.choice([n, _group(n, " "), _group(n, "-")]), f"{name} {length}"))
+    return out
+
+
+def luhn_non_cards(rng: random.Random, n: int = 300) -> list[str]:
+    """Luhn-valid 12-19 digit numbers that no network issues (by prefix or length)."""
+    out = []
+    while len(out) < n:
+        num = _luhn_complete(rng.choice("0123456789"), rng.randint(12, 19), rng)
+        if not card_network_ok(num):
+            out.append(num)
+    return out
+
+
+NON_PHONES = [
+    "The meeting is on 2019-07-20 at 14:30.", "Due 07/20/2019, shipped 20.07.2019.", "Version 10.0.19041.1288 is out.",
+    "Revenue was $1,234,567.89 last year.", "It costs 1234567 USD.", "Order #20230715001 was shipped.",
+    "Tracking number: 9400 1000 0000 0000 0000 00", "ISBN 978-3-16-148410-0", "ISBN-13: 9780306406157",
+    "Located at 40.7128, -74.0060 in NYC.", "Coordinates 51.5074 -0.1278", "Population: 8 336 817 people",
+    "In 1990-2000 the index rose.", "Between 1600 and 2400 points.", "Invoice 2023-0001234 is due.",
+    "Build 1.2.3456789 fixed it.", "The range 100000-200000 is typical.", "Serial no. 123456789012",
+    "薪金在3000-5000元之间。", "总价款为720000.00元。", "上证综指在1600-2400点之间波动。", "价格表：4700 7000 8100 9200",
+    "订单号：2023071500123", "共计1234567元。", "面积约1200000平方米。", "运单号 773012345678901",
+    "QQ群：123456789，欢迎加入。", "2019年07月20日", "人口13 9538 0000人", "编号 1101 0519 4912",
+    "Model 2021-34567-89 was recalled.", "Account 12345678, sort code 12-34-56.",
+]
+CHINESE_NON_PII = [
+    "薪金在3000-5000元之间，面议。", "本次交易总价款为720000.00元，分三期支付。", "上证综指在1600-2400点区间震荡。",
+    "价格表 4700 7000 5400 6800", "QQ群：123456789 欢迎加入讨论。", "2008年销售收入达12345678元，同比增长23%。",
+    "全年接待游客1350万人次，收入86.5亿元。", "股票代码600519，收盘价1800.00元。", "公司注册资本10000000元。",
+]

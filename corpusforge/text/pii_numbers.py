@@ -1,0 +1,104 @@
+"""Numbers that are not personal data (amounts, quantities), and payment cards by network.
+
+``is_amount`` is shared by every number-shaped recognizer (phones, Chinese mobiles, landlines,
+QQ numbers): a number written with a currency before it or a unit after it (``¥720000``,
+``3000-5000元``, ``1600-2400点``, ``12 000 km``) is a quantity, never a phone or an account.
+
+``PaymentCardRecognizer`` replaces presidio's credit-card recognizer, whose pattern misses the
+2-series Mastercard range, 19-digit Visa and 12-digit Maestro numbers: a number of 12 to 19
+digits (spaces or dashes allowed) is a card when it passes Luhn *and* its prefix and length
+belong to a card network (ISO/IEC 7812 issuer ranges as the networks publish them). A
+Luhn-valid number of another prefix or length (one in ten random numbers passes Luhn) is not.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import regex
+from presidio_analyzer import EntityRecognizer, RecognizerResult
+
+CURRENCY_BEFORE = regex.compile(r"(?:[$€£¥￥₹₩₽]|US\$|HK\$|NT\$|A\$|C\$|RMB|CNY|USD|EUR|GBP|JPY|HKD|Rs\.?|人民币|"
+                                r"价|價|售|约|約|共|计|計|合计|金额|金額)\s?$", regex.IGNORECASE)
+UNIT_AFTER = regex.compile(
+    r"^\s?(?:[元圆萬万亿億千百%％‰点點年月日号號次人个個件倍块塊吨噸米股手只台位名家所辆輛套间間户戶]|"
+    r"美元|港元|港币|欧元|英镑|日元|公里|平方|亩|公斤|克|天|小时|分钟|秒|"
+    r"(?:tons?|km|kg|mi|miles|usd|eur|gbp|cny|rmb|dollars?|euros?|pounds?|yuan|percent|people|points?|"
+    r"years?|units?|shares?|votes?|copies|visitors|users|words|bytes|[kmg]b)(?![\p{Latin}]))",
+    regex.IGNORECASE)
+
+
+def is_amount(text: str, start: int, end: int) -> bool:
+    """True when the number text[start:end] is written as an amount or a quantity."""
+    return bool(CURRENCY_BEFORE.search(text, max(0, start - 6), start) or UNIT_AFTER.match(text[end:end + 12]))
+
+
+def luhn_ok(digits: str) -> bool:
+    d = [int(c) for c in digits if c.isdigit()]
+    if len(d) < 12:
+        return False
+    total = 0
+    for i, v in enumerate(reversed(d)):
+        if i % 2:
+            v *= 2
+            if v > 9:
+                v -= 9
+        total += v
+    return total % 10 == 0
+
+
+def _r(lo: int, hi: int) -> list[str]:
+    return [str(p) for p in range(lo, hi + 1)]
+
+
+# network -> (prefixes, lengths)
+NETWORKS = {
+    "visa": (["4"], {13, 16, 19}),
+    "mastercard": (_r(51, 55) + _r(2221, 2720), {16}),
+    "amex": (["34", "37"], {15}),
+    "discover": (["6011", "65"] + _r(644, 649) + _r(622126, 622925), set(range(16, 20))),
+    "jcb": (_r(3528, 3589), set(range(16, 20))),
+    "jcb_legacy": (["2131", "1800"], {15}),
+    "unionpay": (["62", "81"], set(range(16, 20))),
+    "maestro": (["50", "56", "57", "58", "6304", "6390", "67", "0604"], set(range(12, 20))),
+    "diners": (_r(300, 305) + ["3095", "36", "38", "39"], set(range(14, 20))),
+    "mir": (_r(2200, 2204), set(range(16, 20))),
+    "rupay": (["60", "82", "508", "353", "356"], {16}),
+    "troy": (["9792"], {16}),
+}
+_BY_PREFIX = {}
+for _name, (_prefixes, _lengths) in NETWORKS.items():
+    for _p in _prefixes:
+        _BY_PREFIX.setdefault(_p, set()).update(_lengths)
+_PREFIX_LENGTHS = sorted({len(p) for p in _BY_PREFIX})
+
+
+def card_network_ok(digits: str) -> bool:
+    """The number's prefix and length belong to a card network."""
+    return any(len(digits) in _BY_PREFIX.get(digits[:n], ()) for n in _PREFIX_LENGTHS)
+
+
+def is_card(number: str) -> bool:
+    digits = "".join(c for c in number if c.isdigit())
+    return 12 <= len(digits) <= 19 and card_network_ok(digits) and luhn_ok(digits)
+
+
+class PaymentCardRecognizer(EntityRecognizer):
+    """CREDIT_CARD: 12-19 digits, single spaces or dashes between groups, Luhn and a network's
+    prefix and length."""
+
+    CANDIDATE = regex.compile(r"(?<![\p{Latin}\d\-.,])\d(?:[ \-]?\d){11,18}(?![\p{Latin}\d]|[.,]\d)")
+
+    def __init__(self, supported_language: str = "xx"):
+        super().__init__(supported_entities=["CREDIT_CARD"], supported_language=supported_language,
+                         name="PaymentCardRecognizer")
+
+    def load(self) -> None:
+        pass
+
+    def analyze(self, text: str, entities: List[str], nlp_artifacts=None) -> List[RecognizerResult]:
+        out = []
+        for m in self.CANDIDATE.finditer(text):
+            if is_card(m.group()):
+                out.append(RecognizerResult("CREDIT_CARD", m.start(), m.end(), 1.0))
+        return out
