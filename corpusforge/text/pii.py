@@ -7,9 +7,10 @@ check), UnionPay bank cards (Luhn) and passport numbers (with a keyword nearby).
 recognizers run with ASCII word boundaries, so identifiers touching Chinese characters are found.
 
 The NLP engine is presidio's model-free ``no_op`` engine: no spaCy model is needed or downloaded.
-Names and places (PERSON, LOCATION) need an NER model: set ``spacy_model`` to an installed spaCy
-model and add the entity types; without one they are **not** scrubbed, and the stage's stats list
-the entity types that were active.
+Names, places and organisations (PERSON, LOCATION, ORGANIZATION; off by default) come from
+``pii_ner.py``: an installed spaCy package for English and jieba's tags for Chinese (the ``[ner]``
+extra). They run on every document, outside the windows below; a missing package is a config
+error naming it, and nothing is ever downloaded.
 
 Speed without changing what is found:
 1. Pre-scan (columnar, polars regex over the whole batch): every match of a built-in recognizer
@@ -39,8 +40,9 @@ import polars as pl
 import pyarrow as pa
 from pydantic import Field, field_validator, model_validator
 
-from corpusforge.errors import ConfigError
 from corpusforge.stage import Stage, StageConfig, StageResult, StageStats, split
+from corpusforge.text.pii_ner import (DEFAULT_SPACY_MODEL, NER_ENTITIES, ChineseNerRecognizer, SpacyNerRecognizer,
+                                      require)
 from corpusforge.text.pii_phone import TRIGGER as PHONE_TRIGGER
 from corpusforge.text.pii_recognizers import ALL_ENTITIES
 
@@ -48,7 +50,7 @@ DEFAULT_ENTITIES = [e for e in ALL_ENTITIES if e != "URL"]
 TAGS = {"EMAIL_ADDRESS": "<EMAIL>", "PHONE_NUMBER": "<PHONE>", "CREDIT_CARD": "<CREDIT_CARD>", "IBAN_CODE": "<IBAN>",
         "IP_ADDRESS": "<IP>", "URL": "<URL>", "US_SSN": "<SSN>", "CN_MOBILE": "<PHONE>", "CN_LANDLINE": "<PHONE>",
         "CN_RESIDENT_ID": "<ID_NUMBER>", "CN_BANK_CARD": "<BANK_CARD>", "CN_PASSPORT": "<PASSPORT>", "CN_QQ": "<QQ>",
-        "PERSON": "<PERSON>", "LOCATION": "<LOCATION>"}
+        "PERSON": "<PERSON>", "LOCATION": "<LOCATION>", "ORGANIZATION": "<ORGANIZATION>"}
 WARM_UP = ("mail a.b@example.com, call +1 415 555 2671 or 13812345678, card 4111 1111 1111 1111, "
            "ip 10.0.0.1 fe80::1, see www.example.org, 护照E12345678")
 LANGUAGE = "xx"   # pattern recognizers are language-independent: one registry for every document
@@ -78,21 +80,23 @@ MARGIN = {"PHONE_NUMBER": 48, "CN_QQ": 48, **{e: 48 for e in DIGITS}}
 # bracket next to it.
 ASCII_RUN = {"EMAIL_ADDRESS", "URL", "IP_ADDRESS"}
 RUN_MARGIN = 3
+# windows closer than this are analyzed as one: each presidio call has a fixed cost (registry
+# lookup, context pass, copies) that outweighs scanning a few hundred more characters
+MERGE_GAP = 256
 
 
 class PiiConfig(StageConfig):
     entities: list[str] = Field(default_factory=lambda: list(DEFAULT_ENTITIES),
-                                description=f"Entity types to scrub; known: {', '.join(ALL_ENTITIES)}, and PERSON/"
-                                            "LOCATION with spacy_model.")
+                                description=f"Entity types to scrub; known: {', '.join(ALL_ENTITIES + NER_ENTITIES)}.")
     policy: dict[str, Literal["tag", "mask", "hash", "drop"]] = Field(
         default_factory=dict, description="Per entity type; `default` sets the rest (tag).")
     tags: dict[str, str] = Field(default_factory=dict, description="Replacement text per entity type for `tag`.")
     hash_salt: str | None = Field(None, min_length=16, description="Salt for `hash` (at least 16 characters).")
     min_score: float = Field(0.35, ge=0, le=1, description="presidio confidence below which a finding is ignored.")
-    phone_regions: list[str] = Field(default_factory=lambda: ["US", "GB", "DE", "FR", "IN", "CA", "BR", "CN", "JP",
-                                                             "AU", "SG", "HK", "TW"])
     qq_groups: bool = Field(False, description="Also scrub QQ group numbers (QQ群); they name public groups.")
-    spacy_model: str | None = Field(None, description="Installed spaCy model for PERSON/LOCATION (none by default).")
+    spacy_model: str | None = Field(DEFAULT_SPACY_MODEL, description="Installed spaCy package for English PERSON/"
+                                    "LOCATION/ORGANIZATION (null: no English NER).")
+    chinese_ner: bool = Field(True, description="Chinese PERSON/LOCATION/ORGANIZATION from jieba's tags.")
     recognizers_yaml: str | None = Field(None, description="presidio recognizers YAML with your own patterns.")
     prescan: bool = True
     prescan_extra: str | None = Field(None, description="Regex that every match of your own recognizers contains.")
@@ -101,9 +105,9 @@ class PiiConfig(StageConfig):
     @field_validator("entities")
     @classmethod
     def _known(cls, v):
-        unknown = [e for e in v if e not in ALL_ENTITIES and e not in ("PERSON", "LOCATION", "NRP")]
+        unknown = [e for e in v if e not in ALL_ENTITIES + NER_ENTITIES]
         if unknown:
-            raise ValueError(f"unknown entity type(s) {unknown}; known: {', '.join(ALL_ENTITIES)}, PERSON, LOCATION")
+            raise ValueError(f"unknown entity type(s) {unknown}; known: {', '.join(ALL_ENTITIES + NER_ENTITIES)}")
         return v
 
     @model_validator(mode="after")
@@ -111,9 +115,17 @@ class PiiConfig(StageConfig):
         policies = {**{e: self.policy.get("default", "tag") for e in self.entities}, **self.policy}
         if "hash" in policies.values() and not self.hash_salt:
             raise ValueError("policy `hash` needs hash_salt (>= 16 characters) so that hashing is deterministic")
-        if any(e in self.entities for e in ("PERSON", "LOCATION", "NRP")) and not self.spacy_model:
-            raise ValueError("PERSON/LOCATION need an NER model: set spacy_model to an installed spaCy model")
+        if self.ner_entities():
+            if not self.spacy_model and not self.chinese_ner:
+                raise ValueError("PERSON/LOCATION/ORGANIZATION need spacy_model (English) or chinese_ner")
+            if self.spacy_model:
+                require(self.spacy_model, "spacy_model")
+            if self.chinese_ner:
+                require("jieba", "chinese_ner")
         return self
+
+    def ner_entities(self) -> list[str]:
+        return [e for e in self.entities if e in NER_ENTITIES]
 
     def policy_of(self, entity: str) -> str:
         return self.policy.get(entity, self.policy.get("default", "tag"))
@@ -147,33 +159,27 @@ class Pii(Stage):
         if getattr(self, "_analyzer", None) is not None:
             return self._analyzer, self._anonymizer
         from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
+        from presidio_analyzer.nlp_engine import NoOpNlpEngine
         from presidio_anonymizer import AnonymizerEngine
         from presidio_anonymizer.entities import OperatorConfig
 
         from corpusforge.text.pii_recognizers import ASCII_FLAGS, build_recognizers
 
         c: PiiConfig = self.config
-        if c.spacy_model:
-            from presidio_analyzer.nlp_engine import NlpEngineProvider
-            from presidio_analyzer.predefined_recognizers import SpacyRecognizer
-            try:
-                nlp = NlpEngineProvider(nlp_configuration={"nlp_engine_name": "spacy", "models": [
-                    {"lang_code": LANGUAGE, "model_name": c.spacy_model}]}).create_engine()
-            except (OSError, ValueError) as exc:
-                raise ConfigError(f"text.pii: spacy_model {c.spacy_model!r} cannot be loaded ({exc}); "
-                                  f"install it, or remove spacy_model and PERSON/LOCATION") from None
-        else:
-            from presidio_analyzer.nlp_engine import NoOpNlpEngine
-            nlp = NoOpNlpEngine(models=[{"lang_code": LANGUAGE, "model_name": "none"}])
+        nlp = NoOpNlpEngine(models=[{"lang_code": LANGUAGE, "model_name": "none"}])
         registry = RecognizerRegistry(supported_languages=[LANGUAGE], global_regex_flags=ASCII_FLAGS)
-        for rec in build_recognizers(c.entities, LANGUAGE, c.phone_regions, c.qq_groups):
+        for rec in build_recognizers(c.entities, LANGUAGE, c.qq_groups):
             registry.add_recognizer(rec)
-        if c.spacy_model:
-            registry.add_recognizer(SpacyRecognizer(supported_language=LANGUAGE))
+        if c.ner_entities() and c.spacy_model:
+            registry.add_recognizer(SpacyNerRecognizer(c.spacy_model, LANGUAGE))
+        if c.ner_entities() and c.chinese_ner:
+            registry.add_recognizer(ChineseNerRecognizer(LANGUAGE))
         if c.recognizers_yaml:
             registry.add_recognizers_from_yaml(c.recognizers_yaml)
         self._analyzer = AnalyzerEngine(nlp_engine=nlp, registry=registry, supported_languages=[LANGUAGE])
         self._anonymizer = AnonymizerEngine()
+        self._recognizers = {}
+        self._artifacts = nlp.process_text("", LANGUAGE)   # the no_op engine's artifacts: empty
         # one-time loads (tldextract's suffix list, phonenumbers' region metadata) happen here,
         # not inside the first batch
         self._analyzer.analyze(text=WARM_UP, language=LANGUAGE, entities=c.entities)
@@ -192,7 +198,7 @@ class Pii(Stage):
     def triggers(self) -> list[tuple[str, list[str]]] | None:
         """(regex, entity types it can reveal) for the active entities; None = no pre-scan."""
         c: PiiConfig = self.config
-        if not c.prescan or c.spacy_model or (c.recognizers_yaml and not c.prescan_extra):
+        if not c.prescan or (c.recognizers_yaml and not c.prescan_extra):
             return None       # findings could be anywhere: analyze every document in full
         if getattr(self, "_triggers", None) is None:
             import regex
@@ -200,7 +206,7 @@ class Pii(Stage):
             out = [(rx, [e for e in ents if e in c.entities]) for rx, ents in TRIGGERS]
             out = [(rx, ents) for rx, ents in out if ents]
             if c.prescan_extra:
-                out.append((c.prescan_extra, list(c.entities)))
+                out.append((c.prescan_extra, [e for e in c.entities if e not in NER_ENTITIES]))
             self._triggers = [(regex.compile(rx), ents) for rx, ents in out]
         return self._triggers
 
@@ -217,11 +223,17 @@ class Pii(Stage):
         """presidio's findings on ``text`` (score >= min_score, overlaps included, as the anonymizer
         expects them), computed on the windows around pre-scan hits with the recognizers those
         hits call for; identical to analyzing the whole text with every recognizer."""
+        ner = self.config.ner_entities()
+        found = self._analyze(text, ner) if ner else []
+        structured = [e for e in self.config.entities if e not in NER_ENTITIES]
         trig = self.triggers()
         if trig is None:
-            return self._analyze(text, self.config.entities)
+            return found + self._analyze(text, structured)
+        return found + self._find_structured(text, structured, trig)
+
+    def _find_structured(self, text: str, entities: list[str], trig) -> list:
         margins = {}                              # margin -> entities analyzed with it
-        for e in self.config.entities:
+        for e in entities:
             margins.setdefault("run" if e in ASCII_RUN else MARGIN.get(e, self.config.window), set()).add(e)
         hits = [(m.start(), m.end(), set(ents)) for rx, ents in trig for m in rx.finditer(text)]
         if not hits:
@@ -236,7 +248,7 @@ class Pii(Stage):
                                for s, e, ents in hits if ents & group)
             windows = []                          # [start, end, entity set], merged
             for s, e, ents in spans:
-                if windows and s <= windows[-1][1]:
+                if windows and s <= windows[-1][1] + MERGE_GAP:
                     windows[-1][1] = max(windows[-1][1], e)
                     windows[-1][2].update(ents)
                 else:
@@ -255,14 +267,43 @@ class Pii(Stage):
         return found
 
     def _analyze(self, text: str, entities: list[str]) -> list:
+        """presidio's AnalyzerEngine.analyze, in the steps it takes with the model-free engine:
+        each recognizer for ``entities``, the score threshold, its duplicate removal. Called
+        directly, it skips what costs more than the recognizers on a short window (a context pass
+        that needs NLP tokens the no_op engine never makes, and a deep copy of every result).
+        User recognizers (``recognizers_yaml``) may rely on that pass: they go through the engine."""
         analyzer, _ = self._engines()
-        return analyzer.analyze(text=text, language=LANGUAGE, entities=entities, score_threshold=self.config.min_score)
+        if self.config.recognizers_yaml:
+            return analyzer.analyze(text=text, language=LANGUAGE, entities=entities,
+                                    score_threshold=self.config.min_score)
+        from presidio_analyzer import EntityRecognizer
+
+        key = tuple(entities)
+        if key not in self._recognizers:
+            self._recognizers[key] = analyzer.registry.get_recognizers(language=LANGUAGE, entities=list(entities))
+        results = []
+        for rec in self._recognizers[key]:
+            if not rec.is_loaded:
+                rec.load()
+                rec.is_loaded = True
+            results += rec.analyze(text=text, entities=list(entities), nlp_artifacts=self._artifacts) or []
+        results = [r for r in results if r.score >= self.config.min_score]
+        return EntityRecognizer.remove_duplicates(results)
 
     @staticmethod
     def _resolve(results: list) -> list:
-        """Non-overlapping findings: the higher score wins, then the longer span, then the earlier."""
+        """Non-overlapping findings, as the anonymizer replaces them: a finding inside a longer one
+        gives way to it (``(016)097-5351`` inside ``(016)097-5351x3933``); then the higher score
+        wins, then the longer span, then the earlier."""
+        outer, best_start, best_end = [], -1, -1
+        for r in sorted(results, key=lambda r: (r.start, -r.end)):
+            if r.end < best_end or (r.end == best_end and best_start < r.start):
+                continue                                    # strictly inside an earlier finding
+            outer.append(r)
+            if r.end > best_end:
+                best_start, best_end = r.start, r.end
         chosen = []
-        for r in sorted(results, key=lambda r: (-r.score, -(r.end - r.start), r.start, r.entity_type)):
+        for r in sorted(outer, key=lambda r: (-r.score, -(r.end - r.start), r.start, r.entity_type)):
             if all(r.end <= o.start or r.start >= o.end for o in chosen):
                 chosen.append(r)
         return sorted(chosen, key=lambda r: r.start)
@@ -274,7 +315,7 @@ class Pii(Stage):
         texts = table.column("text").to_pylist()
         n = len(texts)
         pattern = self.prescan_pattern()
-        if pattern is not None and n:
+        if pattern is not None and n and not c.ner_entities():
             candidates = np.flatnonzero(pl.Series(texts, dtype=pl.String).str.contains(pattern).fill_null(False).to_numpy())
         else:
             candidates = np.arange(n)

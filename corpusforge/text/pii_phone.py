@@ -10,11 +10,15 @@ code, an area code in brackets, an extension) and is scored:
 * what it is not, first: a date, an IP address, a decimal amount, coordinates, an ISBN, a range of
   round numbers, a number glued to a currency or a unit (``元``, ``%``, ``km``) and a number whose
   nearest keyword says what else it is (order, invoice, ISBN, QQ, 订单, 编号 ...) are never phones;
-* its shape: an international prefix that ``phonenumbers`` accepts scores 0.85; a bracketed area
-  code, three or more groups, or a national trunk ``0`` before two groups score 0.5; a bare digit
-  run or two groups score 0.2, below the stage's threshold: such numbers are everywhere in text;
+* its shape: an international prefix that ``phonenumbers`` accepts scores 0.85 (0.6 if only
+  possible); a bracketed area code, three or more groups, or a national trunk ``0`` (before two
+  groups, or leading a bare run of 9-11 digits) score 0.5; any other bare digit run or pair of
+  groups scores 0.2, below the stage's threshold: such numbers are everywhere in text;
 * its context: a phone word (tel, phone, call, fax, 手机, 电话, 联系 ...) as the nearest keyword in
-  the 40 characters before or the 16 after adds 0.4; validity in one of ``phone_regions`` adds 0.1.
+  the same sentence, up to 40 characters before or 16 after, adds 0.4.
+
+Validity in a region is not asked of national numbers: written formats differ too much from the
+library's metadata (the misses above), and the shape and context decide at every threshold.
 """
 
 from __future__ import annotations
@@ -104,8 +108,7 @@ def _not_a_phone(span: str, groups: list[str], seps: set[str]) -> bool:
 class ContextPhoneRecognizer(EntityRecognizer):
     """PHONE_NUMBER by shape, context and phonenumbers (see the module's docstring)."""
 
-    def __init__(self, supported_language: str = "xx", supported_regions=("US", "GB", "DE", "FR", "IN", "CN")):
-        self.regions = list(supported_regions)
+    def __init__(self, supported_language: str = "xx"):
         super().__init__(supported_entities=["PHONE_NUMBER"], supported_language=supported_language,
                          name="ContextPhoneRecognizer")
 
@@ -133,19 +136,17 @@ class ContextPhoneRecognizer(EntityRecognizer):
         context = self.keyword_near(text, start, end)
         if context == "other":
             return None
-        intl = main.startswith(("+", "00"))
-        if intl:
-            score = {2: 0.85, 1: 0.6}.get(self.validity(main, None), 0.3)
-        else:
-            brackets = "(" in main
-            zero_trunk = len(groups) == 2 and groups[0].startswith("0") and len(groups[0]) >= 2
-            round_numbers = len(groups) >= 2 and all(g.endswith("00") for g in groups)
-            shaped = brackets or len(groups) >= 3 or zero_trunk
-            if seps == {"-"} and [len(g) for g in groups] == [3, 2, 4]:
-                shaped = False                        # the shape of a US SSN
-            score = 0.5 if shaped and not round_numbers else 0.2
-            if self.validity(main, self.regions):
-                score += 0.1
+        brackets = "(" in main
+        zero_trunk = groups[0].startswith("0") and groups[0][1:2] != "0" and (
+            (len(groups) == 2 and len(groups[0]) >= 2) or (len(groups) == 1 and 9 <= len(groups[0]) <= 11))
+        round_numbers = len(groups) >= 2 and all(g.endswith("00") for g in groups)
+        shaped = (brackets or len(groups) >= 3 or zero_trunk) and not round_numbers
+        if seps == {"-"} and [len(g) for g in groups] == [3, 2, 4]:
+            shaped = False                            # the shape of a US SSN
+        score = 0.5 if shaped else 0.2
+        if main.startswith(("+", "00")):              # with its country code: the library can judge it
+            valid = self.validity("+" + main[2:] if main.startswith("00") else main)
+            score = max(score, {2: 0.85, 1: 0.6}.get(valid, 0.3))
         if context == "phone":
             score += 0.4
         return min(score, 1.0)
@@ -168,18 +169,14 @@ class ContextPhoneRecognizer(EntityRecognizer):
         return "other" if found[-1].group("other") else "phone"
 
     @staticmethod
-    def validity(number: str, regions) -> int:
-        """2: valid, 1: possible, 0: neither (in any of ``regions``; None: an international number)."""
+    def validity(number: str) -> int:
+        """2: valid, 1: possible, 0: neither, for a number with its country code."""
         import phonenumbers
 
-        best = 0
-        for region in regions or [None]:
-            try:
-                parsed = phonenumbers.parse(number, region)
-            except phonenumbers.NumberParseException:
-                continue
-            if phonenumbers.is_valid_number(parsed):
-                return 2
-            if phonenumbers.is_possible_number(parsed):
-                best = 1
-        return best
+        try:
+            parsed = phonenumbers.parse(number, None)
+        except phonenumbers.NumberParseException:
+            return 0
+        if phonenumbers.is_valid_number(parsed):
+            return 2
+        return 1 if phonenumbers.is_possible_number(parsed) else 0

@@ -197,7 +197,8 @@ class SuffixCutEmailRecognizer(EmailRecognizer):
         changes = [i for i in range(1, len(last)) if last[i - 1].islower() and last[i].isupper()]
         for n in changes + list(range(len(last) - 1, 1, -1)):
             candidate = f"{head}.{last[:n]}"
-            if self._extract(candidate).suffix.lower() == last[:n].lower():
+            parts = self._extract(candidate)
+            if parts.domain and parts.suffix.lower().rsplit(".", 1)[-1] == last[:n].lower():
                 return candidate
         return None
 
@@ -213,12 +214,12 @@ CHINESE = {
 ALL_ENTITIES = [*PRESIDIO, "PHONE_NUMBER", *CHINESE]
 
 
-def build_recognizers(entities: list[str], language: str, phone_regions: list[str], qq_groups: bool = False) -> list:
+def build_recognizers(entities: list[str], language: str, qq_groups: bool = False) -> list:
     """The recognizers for ``entities``, compiled ASCII-safe."""
     out = []
     for name in entities:
         if name == "PHONE_NUMBER":
-            out.append(ContextPhoneRecognizer(supported_language=language, supported_regions=phone_regions))
+            out.append(ContextPhoneRecognizer(supported_language=language))
         elif name == "CN_QQ":
             out.append(CnQqRecognizer(supported_language=language, groups=qq_groups))
         elif name in PRESIDIO:
