@@ -39,16 +39,17 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from corpusforge import __version__, schemas
 from corpusforge.config import PipelineConfig, from_dict
 from corpusforge.errors import AccountingError, ConfigError, CorpusforgeError, UnitsFailed
 from corpusforge.io.dataset import MANIFEST, build_manifest, write_manifest
-from corpusforge.io.readers.base import Reader, file_size, input_path
+from corpusforge.io.readers.base import ReadBatch, Reader, file_error_row, file_size, input_path
 from corpusforge.io.storage import Store, prune_scratch, scratch_dir
 from corpusforge.io.writer import ShardInfo, ShardWriter
-from corpusforge.stage import REJECT_STAGE, GlobalStage, Stage, StageResult, StageStats, run_checked
+from corpusforge.stage import REJECT_DETAIL, REJECT_STAGE, GlobalStage, Stage, StageResult, StageStats, run_checked
 
 READ_STAGE = "read"
 RUN_FILE = "run.json"
@@ -233,13 +234,16 @@ def run_unit(plan: Plan, segment_index: int, unit: Unit) -> UnitResult:
     rej_writer = ShardWriter(plan.rejected_dir, f"part-{unit.index:05d}-{segment_index}", plan.rejected_schema, opts,
                              f"{plan.record_schema.name} (rejected)", store=plan.store)
     stats: dict[str, StageStats] = {}
-    read_stats = {"files": 0, "records": 0, "rejected": 0, "rejected_by_reason": Counter(), "bytes": 0}
+    read_stats = {"files": 0, "files_accounted": 0, "records": 0, "rejected": 0, "rejected_by_reason": Counter(),
+                  "bytes": 0}
     next_global = plan.segments[segment_index + 1] if segment_index + 1 < len(plan.segments) else None
     fingerprints: list[pa.Table] = []
     kept_rows = 0
 
     def reject(table: pa.Table, stage_name: str) -> None:
         if table.num_rows:
+            table = table.set_column(table.schema.get_field_index(REJECT_DETAIL), REJECT_DETAIL,
+                                     deterministic_details(table.column(REJECT_DETAIL)))
             rej_writer.write(table.append_column(REJECT_STAGE, pa.array([stage_name] * table.num_rows, pa.string())))
 
     try:
@@ -304,13 +308,17 @@ def _segment_input(plan: Plan, segment: int, unit: Unit, read_stats: dict, rejec
                 reader = plan.readers[input_index]
                 read_stats["files"] += 1
                 read_stats["bytes"] += file_size(path)
-                for rb in reader.read(input_path(path)):
+                rows = 0
+                for rb in guarded_read(reader, path):
                     if rb.rejected is not None and rb.rejected.num_rows:
+                        rows += rb.rejected.num_rows
                         read_stats["rejected"] += rb.rejected.num_rows
                         read_stats["rejected_by_reason"].update(rb.rejected.column("reject_reason").to_pylist())
                         reject(rb.rejected, READ_STAGE)
+                    rows += rb.records.num_rows
                     read_stats["records"] += rb.records.num_rows
                     yield rb.records
+                read_stats["files_accounted"] += rows > 0
         source = _coalesce(records(), plan.config.batch_rows)
     else:
         prev = load_done(plan, plan.done_path(segment - 1, unit.index))
@@ -332,6 +340,34 @@ def _segment_input(plan: Plan, segment: int, unit: Unit, read_stats: dict, rejec
     for batch in source:
         yield batch, offset
         offset += batch.num_rows
+
+
+def guarded_read(reader: Reader, path: str) -> Iterator[ReadBatch]:
+    """``reader.read(path)``, where an exception the reader did not expect ends the file with a
+    rejected row naming the file, the error and how far it got, never the unit; and a file that
+    gave no row at all gets one (``no_records``), so that every listed file is accounted for."""
+    given = 0
+    try:
+        for rb in reader.read(input_path(path)):
+            given += rb.records.num_rows + (rb.rejected.num_rows if rb.rejected is not None else 0)
+            yield rb
+    except Exception as exc:  # noqa: BLE001 - a reader bug or a library's error on hostile input
+        yield ReadBatch(pa.table({}), file_error_row(
+            reader.kind, reader.config.source, input_path(path), "unreadable_file",
+            f"reader {reader.format} failed after {given} row(s): {_describe(exc)}"))
+        return
+    if given == 0:
+        yield ReadBatch(pa.table({}), file_error_row(
+            reader.kind, reader.config.source, input_path(path), "no_records", f"reader {reader.format} gave no row"))
+
+
+_ADDRESS = r" at 0x[0-9a-fA-F]+"
+
+
+def deterministic_details(details: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Reject details without run-specific text: object reprs carry memory addresses
+    (``<_io.BytesIO object at 0x7ff0...>``), which would make rejected/ differ between runs."""
+    return pc.replace_substring_regex(details, _ADDRESS, "")
 
 
 def load_done(plan: Plan, path: str) -> UnitResult:
@@ -586,10 +622,11 @@ def _source_counts(store: Store, directory: str, shards: list[ShardInfo]) -> dic
 
 
 def merge_stats(plan: Plan, results: list[list[UnitResult]]) -> dict:
-    read = {"files": 0, "records": 0, "rejected": 0, "bytes": 0, "rejected_by_reason": Counter()}
+    read = {"files": 0, "files_accounted": 0, "records": 0, "rejected": 0, "bytes": 0,
+            "rejected_by_reason": Counter()}
     for r in results[0]:
-        for k in ("files", "records", "rejected", "bytes"):
-            read[k] += r.read[k]
+        for k in ("files", "files_accounted", "records", "rejected", "bytes"):
+            read[k] += r.read.get(k, 0)
         read["rejected_by_reason"].update(r.read["rejected_by_reason"])
     read["rejected_by_reason"] = dict(sorted(read["rejected_by_reason"].items()))
     stages: dict[str, StageStats] = {}
@@ -614,14 +651,16 @@ def merge_stats(plan: Plan, results: list[list[UnitResult]]) -> dict:
     rejected = read["rejected"] + sum(e["rejected"] for e in ordered.values())
     created = sum(e["created"] for e in ordered.values())
     entered = read["records"] + read["rejected"]
-    ok = entered + created == kept + rejected
+    files_listed = sum(len(u.files) for u in plan.units)
+    ok = entered + created == kept + rejected and read["files"] == read["files_accounted"] == files_listed
     stats = {
         "pipeline": plan.config.name, "kind": plan.config.kind, "config_hash": plan.config_hash,
         "units": len(plan.units), "read": read, "stages": ordered,
         "totals": {"entered": entered, "created": created, "kept": kept, "rejected": rejected,
-                   "accounting_ok": ok},
+                   "files_listed": files_listed, "files_accounted": read["files_accounted"], "accounting_ok": ok},
     }
     if not ok:
-        raise AccountingError(f"run accounting failed: {entered} entered + {created} created != "
-                              f"{kept} kept + {rejected} rejected")
+        raise AccountingError(f"run accounting failed: {entered} entered + {created} created vs {kept} kept + "
+                              f"{rejected} rejected; {files_listed} files listed, {read['files']} read, "
+                              f"{read['files_accounted']} accounted for")
     return stats

@@ -168,13 +168,52 @@ def open_maybe_compressed(path: Path) -> io.BufferedIOBase:
             gz.myfileobj = raw     # GzipFile closes the file it opened itself: make it own this one too
             return gz
         if name.endswith((".zst", ".zstd")):
-            import zstandard
-
-            return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(raw, closefd=True), 1 << 20)
+            return io.BufferedReader(ZstdFrames(raw), 1 << 20)
     except BaseException:
         raw.close()
         raise
     return raw
+
+
+class ZstdFrames(io.RawIOBase):
+    """A .zst file's frames decompressed in turn, raising EOFError when the file ends inside a
+    frame (zstandard's stream reader returns a cut file's bytes as if it were whole)."""
+
+    def __init__(self, raw, chunk: int = 1 << 20):
+        import zstandard
+
+        self._dctx = zstandard.ZstdDecompressor()
+        self._raw, self._chunk = raw, chunk
+        self._obj = self._dctx.decompressobj()
+        self._pending, self._pos, self._started, self._done = b"", 0, False, False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while self._pos >= len(self._pending) and not self._done:
+            self._pending, self._pos = b"", 0
+            data = self._raw.read(self._chunk)
+            if not data:
+                if self._started and not self._obj.eof:
+                    raise EOFError("zstd: file ends inside a frame (truncated)")
+                self._done = True
+                break
+            while data:
+                if self._obj.eof:                 # next frame
+                    self._obj = self._dctx.decompressobj()
+                self._started = True
+                self._pending += self._obj.decompress(data)
+                data = self._obj.unused_data if self._obj.eof else b""
+        n = min(len(buffer), len(self._pending) - self._pos)
+        buffer[:n] = memoryview(self._pending)[self._pos:self._pos + n]
+        self._pos += n
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()
+        super().close()
 
 
 def text_table(source: str, texts: list[str], *, ids: list[str] | None = None, src_path: str | None = None,

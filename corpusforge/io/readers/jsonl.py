@@ -62,7 +62,7 @@ class JsonlReader(Reader):
             with fh:
                 for lineno, line in enumerate(fh):
                     try:
-                        s = line.decode("utf-8")
+                        s = line.decode("utf-8-sig" if lineno == 0 else "utf-8")   # a BOM opens some files
                     except UnicodeDecodeError as exc:
                         bad.append((line.decode("utf-8", "replace").rstrip("\n"), lineno, "invalid_utf8",
                                     f"line {lineno + 1}: invalid UTF-8 at byte {exc.start}"))
@@ -74,6 +74,14 @@ class JsonlReader(Reader):
                         obj = json.loads(s)
                     except json.JSONDecodeError as exc:
                         bad.append((s.rstrip("\n"), lineno, "invalid_json", f"line {lineno + 1}: {exc.msg} at column {exc.colno}"))
+                        continue
+                    except RecursionError:
+                        bad.append((s[:10_000], lineno, "invalid_json", f"line {lineno + 1}: JSON nested too deeply"))
+                        continue
+                    if ("\\ud" in s or "\\uD" in s) and _has_surrogates(json.dumps(obj, ensure_ascii=False)):
+                        # a lone surrogate anywhere (text, language, metadata) cannot be stored as UTF-8
+                        bad.append((s.rstrip("\n"), lineno, "invalid_utf8",
+                                    f"line {lineno + 1}: lone surrogate escape in a JSON string"))
                         continue
                     if not isinstance(obj, dict):
                         bad.append((s.rstrip("\n"), lineno, "not_an_object",
@@ -90,10 +98,6 @@ class JsonlReader(Reader):
                         bad.append((s.rstrip("\n"), lineno, "missing_text_field",
                                     f"line {lineno + 1}: field {cfg.text_field!r} is "
                                     f"{'missing' if text is None else type(text).__name__}"))
-                        continue
-                    if ("\\ud" in s or "\\uD" in s) and _has_surrogates(text):
-                        bad.append((text.encode("utf-8", "replace").decode(), lineno, "invalid_utf8",
-                                    f"line {lineno + 1}: lone surrogate escape in JSON string"))
                         continue
                     lang = obj.pop(cfg.lang_field, None) if cfg.lang_field else None
                     texts.append(text)

@@ -53,11 +53,15 @@ class CsvReader(Reader):
             return out
 
         try:
-            fh = io.TextIOWrapper(open_maybe_compressed(path), encoding="utf-8", errors="strict", newline="")
+            # surrogateescape: an invalid byte becomes a lone surrogate in its field, so only the row
+            # holding it is rejected (strict decoding would end the file there)
+            fh = io.TextIOWrapper(open_maybe_compressed(path), encoding="utf-8-sig", errors="surrogateescape",
+                                  newline="")
         except OSError as exc:
             yield ReadBatch(text_table(cfg.source, []), file_error_row("text", cfg.source, path, "unreadable_file",
                                                                        describe_os_error(exc)))
             return
+        csv.field_size_limit(FIELD_LIMIT)      # Python's default (131,072 characters) ends a file at a long field
         row = -1
         try:
             with fh:
@@ -70,13 +74,25 @@ class CsvReader(Reader):
                 if cfg.text_field not in header:
                     yield ReadBatch(text_table(cfg.source, []), file_error_row(
                         "text", cfg.source, path, "missing_text_field",
-                        f"no column {cfg.text_field!r} (columns: {', '.join(header)})"))
+                        f"no column {cfg.text_field!r} (columns: {_clean(', '.join(header))})"))
                     return
                 at = header.index(cfg.text_field)
-                for row, fields in enumerate(reader):
+                while True:
+                    row += 1
+                    try:
+                        fields = next(reader)
+                    except StopIteration:
+                        break
+                    except csv.Error as exc:              # broken quoting in this row: the reader goes on
+                        bad.append(("", row, "bad_row", f"row {row} (line {reader.line_num}): {exc}"))
+                        continue
                     if len(fields) != len(header):
-                        bad.append((delimiter.join(fields), row, "bad_row",
+                        bad.append((_clean(delimiter.join(fields)), row, "bad_row",
                                     f"row {row}: {len(fields)} fields, header has {len(header)}"))
+                        continue
+                    if any(_has_surrogate(f) for f in fields):
+                        bad.append((_clean(delimiter.join(fields)), row, "invalid_utf8",
+                                    f"row {row} (line {reader.line_num}): invalid UTF-8 byte"))
                         continue
                     texts.append(fields[at])
                     rows.append(row)
@@ -84,10 +100,22 @@ class CsvReader(Reader):
                                  if cfg.keep_meta else None)
                     if len(texts) + len(bad) >= self.batch_rows:
                         yield flush()
-        except (OSError, EOFError, ValueError, csv.Error) as exc:     # truncated archive, bad UTF-8, broken quoting
-            yield truncated_batch(flush(), cfg.source, path, row, exc)
+        except (OSError, EOFError, ValueError) as exc:     # truncated archive, I/O error
+            yield truncated_batch(flush(), cfg.source, path, row - 1, exc)
             return
         yield flush()
+
+
+FIELD_LIMIT = 1 << 30
+
+
+def _has_surrogate(s: str) -> bool:
+    return any("\udc80" <= ch <= "\udcff" for ch in s) if not s.isascii() else False
+
+
+def _clean(s: str) -> str:
+    """Text with escaped invalid bytes shown as U+FFFD (a rejected row must still be valid UTF-8)."""
+    return s.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if not s.isascii() else s
 
 
 class HfDiskConfig(ReaderConfig):

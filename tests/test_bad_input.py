@@ -1,0 +1,158 @@
+"""Bad input never crashes a run and never vanishes (issue 16): every line, row and file that a
+reader lists leaves the run kept or rejected with a reason, and the output is deterministic."""
+
+import csv
+import gzip
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+
+from conftest import text_config
+from corpusforge import runner
+from corpusforge.io.readers.jsonl import JsonlReader
+from corpusforge.io.readers.tabular import CsvReader
+
+
+def read_all(reader, path):
+    recs, rejs = [], []
+    for b in reader.read(Path(path)):
+        if b.records.num_rows:
+            recs.append(b.records)
+        if b.rejected is not None and b.rejected.num_rows:
+            rejs.append(b.rejected)
+    cat = lambda ts: pa.concat_tables(ts, promote_options="default") if ts else None  # noqa: E731
+    return cat(recs), cat(rejs)
+
+
+def run_text(tmp_path, inputs, stages=None, **kw):
+    out = tmp_path / "out"
+    summary = runner.run(text_config(inputs, out, stages or [], **kw))
+    return summary, out, read_rejected(out)
+
+
+def read_rejected(out: Path):
+    parts = sorted((out / "rejected").glob("*.parquet"))
+    return pa.concat_tables([pq.read_table(p) for p in parts], promote_options="default") if parts else None
+
+
+def csv_reader(**kw):
+    return CsvReader(CsvReader.Config(paths=["x"], source="t", **kw), kind="text", batch_rows=100)
+
+
+def jsonl_reader(**kw):
+    return JsonlReader(JsonlReader.Config(paths=["x"], source="t", **kw), kind="text", batch_rows=100)
+
+
+# -- 3. CSV: one bad row, not the rest of the file -----------------------------------------------
+
+def test_csv_invalid_byte_rejects_only_its_row(tmp_path):
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["id", "text"])
+    for i in range(2000):
+        w.writerow([i, f"row {i}"])
+    data = buf.getvalue().encode()
+    cut = data.index(b"row 700")
+    data = data[:cut] + b"row \xff" + data[cut + 4:]          # one invalid byte in row 700
+    (tmp_path / "a.csv").write_bytes(data)
+    recs, rejs = read_all(csv_reader(), tmp_path / "a.csv")
+    assert recs.num_rows == 1999 and rejs.num_rows == 1
+    assert rejs.column("reject_reason").to_pylist() == ["invalid_utf8"] and rejs.column("src_row")[0].as_py() == 700
+    rejs.column("text")[0].as_py().encode("utf-8")            # stored text is valid UTF-8
+
+
+def test_csv_field_over_pythons_limit_is_read(tmp_path):
+    big = "x" * 200_000
+    (tmp_path / "a.csv").write_text(f"text,n\nsmall,1\n\"{big}\",2\nlast,3\n")
+    recs, rejs = read_all(csv_reader(), tmp_path / "a.csv")
+    assert recs.column("text").to_pylist() == ["small", big, "last"] and rejs is None
+
+
+def test_csv_broken_quoting_and_bom(tmp_path):
+    (tmp_path / "a.csv").write_bytes(b"\xef\xbb\xbftext,n\nfine,1\n\"a\"b,2\nalso fine,3\n")
+    recs, rejs = read_all(csv_reader(), tmp_path / "a.csv")
+    assert "fine" in recs.column("text").to_pylist() and "also fine" in recs.column("text").to_pylist()
+    assert recs.num_rows + (rejs.num_rows if rejs else 0) == 3
+
+
+# -- 4. JSONL: one hostile line, one rejected row --------------------------------------------------
+
+def test_jsonl_hostile_lines_are_rejected_alone(tmp_path):
+    deep = "[" * 100_000 + "]" * 100_000
+    lines = [
+        '\ufeff{"text": "first, after a BOM"}',
+        '{"text": "ok", "title": "lone \\udc00 in metadata"}',
+        '{"text": "ok", "lang": "\\ud800"}',
+        '{"text": "nested", "x": ' + deep + "}",
+        '{"text": "last"}',
+    ]
+    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    recs, rejs = read_all(jsonl_reader(lang_field="lang"), tmp_path / "a.jsonl")
+    assert recs.column("text").to_pylist() == ["first, after a BOM", "last"]
+    assert rejs.column("reject_reason").to_pylist() == ["invalid_utf8", "invalid_utf8", "invalid_json"]
+    assert rejs.column("src_row").to_pylist() == [1, 2, 3]
+
+
+def test_hostile_jsonl_through_a_whole_run(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text('{"text": "good"}\n{"text": "x", "m": "\\udc00"}\n'
+                                             '{"text": "y", "d": ' + "[" * 50_000 + "]" * 50_000 + "}\n")
+    summary, out, rejected = run_text(tmp_path, [{"format": "jsonl", "paths": [str(tmp_path / "in")], "source": "s"}])
+    t = summary.stats["totals"]
+    assert t["accounting_ok"] and t["kept"] == 1 and t["rejected"] == 2
+
+
+# -- 5. truncated compressed files are reported ------------------------------------------------------
+
+def test_cut_zst_and_gz_report_truncated_file(tmp_path):
+    lines = b"".join(json.dumps({"text": f"document number {i} " * 20}).encode() + b"\n" for i in range(3000))
+    for name, data in (("a.jsonl.zst", zstandard.ZstdCompressor().compress(lines)), ("a.jsonl.gz", gzip.compress(lines))):
+        (tmp_path / name).write_bytes(data[: len(data) // 2])
+        recs, rejs = read_all(jsonl_reader(), tmp_path / name)
+        assert "truncated_file" in rejs.column("reject_reason").to_pylist(), name
+        assert recs.num_rows > 0
+
+
+# -- run-level accounting: every listed file, deterministic details --------------------------------
+
+def test_a_reader_crash_is_a_rejected_row_not_a_failed_run(tmp_path, monkeypatch):
+    (tmp_path / "in").mkdir()
+    for i in range(3):
+        (tmp_path / "in" / f"{i}.jsonl").write_text(json.dumps({"text": f"doc {i}"}) + "\n")
+    original = JsonlReader.read
+
+    def explode(self, path):
+        if path.name == "1.jsonl":
+            raise RuntimeError("a library bug on hostile input")
+        yield from original(self, path)
+
+    monkeypatch.setattr(JsonlReader, "read", explode)
+    summary, out, rejected = run_text(tmp_path, [{"format": "jsonl", "paths": [str(tmp_path / "in")], "source": "s"}])
+    t = summary.stats["totals"]
+    assert t["accounting_ok"] and t["kept"] == 2 and t["files_listed"] == t["files_accounted"] == 3
+    row = rejected.to_pylist()[0]
+    assert row["reject_reason"] == "unreadable_file" and row["src_path"].endswith("1.jsonl")
+    assert "RuntimeError" in row["reject_detail"]
+
+
+def test_rejected_output_is_identical_between_runs(tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "bad.png").write_bytes(b"not an image at all")
+    (tmp_path / "in" / "bad.jpg").write_bytes(b"\xff\xd8\xff\xe0 broken")
+    digests = []
+    for run in range(2):
+        out = tmp_path / f"out{run}"
+        runner.run({"name": "t", "kind": "image", "inputs": [{"format": "images", "paths": [str(tmp_path / "in")],
+                                                               "source": "s"}], "stages": [], "output": {"path": str(out)}})
+        table = read_rejected(out)
+        assert not any("0x" in d for d in table.column("reject_detail").to_pylist())
+        sink = pa.BufferOutputStream()
+        pq.write_table(table.drop_columns([c for c in table.column_names if c == "src_path"]), sink)
+        digests.append(hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest())
+    assert digests[0] == digests[1]
