@@ -156,3 +156,90 @@ def test_rejected_output_is_identical_between_runs(tmp_path):
         pq.write_table(table.drop_columns([c for c in table.column_names if c == "src_path"]), sink)
         digests.append(hashlib.sha256(sink.getvalue().to_pybytes()).hexdigest())
     assert digests[0] == digests[1]
+
+
+# -- 6. files of other formats and links are listed and rejected, not skipped ----------------------
+
+def test_image_folder_lists_every_file_and_tar_links(tmp_path):
+    import tarfile
+
+    from PIL import Image
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for fmt in ("ppm", "pgm", "pbm"):
+        Image.new("RGB" if fmt == "ppm" else "L" if fmt == "pgm" else "1", (32, 24)).save(folder / f"a.{fmt}")
+    (folder / "logo.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg"/>')
+    Image.new("RGB", (16, 16), "red").save(tmp_path / "red.png")
+    with tarfile.open(folder / "pack.tar", "w") as tf:
+        tf.add(tmp_path / "red.png", arcname="red.png")
+        link = tarfile.TarInfo("link.png")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/hostname"
+        tf.addfile(link)
+    out = tmp_path / "out"
+    summary = runner.run({"name": "t", "kind": "image", "inputs": [{"format": "images", "paths": [str(folder)],
+                                                                     "source": "s"}], "stages": [], "output": {"path": str(out)}})
+    t = summary.stats["totals"]
+    assert t["files_listed"] == t["files_accounted"] == 5 and t["accounting_ok"]
+    assert t["kept"] == 4                                   # ppm, pgm, pbm, red.png from the tar
+    reasons = sorted(read_rejected(out).column("reject_reason").to_pylist())
+    assert reasons == ["symlink_member", "unsupported_format"]
+
+
+# -- 7, 8. point clouds and meshes: nothing invented, nothing crashed ------------------------------
+
+def _ply(tmp_path, n=500, binary=True):
+    import numpy as np
+    import open3d as o3d
+
+    pc = o3d.geometry.PointCloud(o3d.utility.Vector3dVector(np.random.default_rng(0).random((n, 3))))
+    path = tmp_path / ("b.ply" if binary else "a.ply")
+    o3d.io.write_point_cloud(str(path), pc, write_ascii=not binary)
+    return path
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_truncated_ply_is_rejected_not_filled(tmp_path, binary):
+    from corpusforge.io.readers.pointcloud import PointCloudReader
+
+    path = _ply(tmp_path, binary=binary)
+    reader = PointCloudReader(PointCloudReader.Config(paths=["x"], source="s"), kind="pointcloud")
+    recs, rejs = read_all(reader, path)
+    assert recs.column("n_points").to_pylist() == [500] and rejs is None
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - len(data) // 3])
+    recs, rejs = read_all(reader, path)
+    assert recs is None and rejs.column("reject_reason").to_pylist() == ["truncated_file"]
+
+
+def test_off_face_with_missing_vertex_is_dropped_and_counted(tmp_path):
+    from corpusforge.io.readers.mesh import MeshReader
+
+    path = tmp_path / "bad.off"
+    path.write_text("OFF\n4 3 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 1 2\n3 0 1 9\n3 0 2 3\n")
+    reader = MeshReader(MeshReader.Config(paths=["x"], source="s", points=64), kind="pointcloud")
+    results = [read_all(reader, path) for _ in range(8)]          # deterministic, never a crash
+    recs = results[0][0]
+    meta = json.loads(recs.column("meta")[0].as_py())["mesh"]
+    assert meta["bad_faces_removed"] == 1 and meta["triangles_kept"] == 2
+    assert all(r[0].column("points").equals(recs.column("points")) for r in results)
+
+
+# -- 12. georeferenced clouds are moved near the origin ---------------------------------------------
+
+def test_utm_coordinates_get_an_offset(tmp_path):
+    import numpy as np
+
+    from corpusforge.io.readers.pointcloud import PointCloudReader
+
+    rng = np.random.default_rng(0)
+    local = rng.random((400, 3)) * 20
+    utm = local + [512_345.678, 5_412_345.25, 310.0]
+    np.savetxt(tmp_path / "scan.xyz", utm, fmt="%.3f")
+    reader = PointCloudReader(PointCloudReader.Config(paths=["x"], source="s"), kind="pointcloud")
+    recs, _ = read_all(reader, tmp_path / "scan.xyz")
+    meta = json.loads(recs.column("meta")[0].as_py())
+    offset = np.array(meta["xyz_offset"])
+    pts = np.array(recs.column("points")[0].as_py())
+    assert np.abs(pts).max() < 100
+    assert np.allclose(pts + offset, utm, atol=2e-3)              # centimetres kept, unlike float32 UTM

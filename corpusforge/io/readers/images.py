@@ -29,7 +29,8 @@ class ImageFolderConfig(ReaderConfig):
     max_pixels: int = Field(DEFAULT_MAX_PIXELS, gt=0, description="Decompression-bomb limit on width x height, from the header.")
 
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff")
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".jpe", ".jfif", ".png", ".apng", ".webp", ".gif", ".bmp", ".tif", ".tiff", ".ppm",
+                  ".pgm", ".pbm", ".pnm", ".tga", ".ico", ".qoi", ".avif")
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.zst", ".zip")
 
 
@@ -43,10 +44,20 @@ class ImageFolderReader(Reader):
     Config = ImageFolderConfig
     suffixes = IMAGE_SUFFIXES + ARCHIVE_SUFFIXES
 
+    def _wanted(self, path: Path) -> bool:
+        """Every file of a folder but hidden ones: a file of another format (SVG, HEIC, a stray
+        text file) is listed and rejected as ``unsupported_format``, never skipped unseen."""
+        return not path.name.startswith(".")
+
     def read(self, path: Path) -> Iterator[ReadBatch]:
         cfg: ImageFolderConfig = self.config
         if path.name.lower().endswith(ARCHIVE_SUFFIXES):
             yield from self._archive(path)
+            return
+        if not path.name.lower().endswith(IMAGE_SUFFIXES):
+            yield image_batch(cfg.source, b"", str(path), reject=(
+                "unsupported_format", f"{path.suffix or 'no suffix'}: not an image format the reader decodes "
+                                      f"({', '.join(IMAGE_SUFFIXES)})"))
             return
         try:
             size = path.stat().st_size
@@ -70,23 +81,40 @@ class ImageFolderReader(Reader):
             if path.name.lower().endswith(".zip"):
                 with path.open("rb") as fh, zipfile.ZipFile(fh) as zf:
                     for info in zf.infolist():
-                        if info.is_dir() or not info.filename.lower().endswith(IMAGE_SUFFIXES):
+                        if info.is_dir():
                             continue
                         seen += 1
-                        yield self._member(path, info.filename, info.file_size, lambda: zf.read(info))
+                        if (info.external_attr >> 16) & 0o170000 == 0o120000:
+                            yield self._skipped(path, info.filename, "symlink_member", "a symbolic link, not a file")
+                        elif not info.filename.lower().endswith(IMAGE_SUFFIXES):
+                            yield self._skipped(path, info.filename, "unsupported_format", "not an image format")
+                        else:
+                            yield self._member(path, info.filename, info.file_size, lambda: zf.read(info))
             else:
                 with path.open("rb") as fh, tarfile.open(fileobj=fh, mode="r|*") as tf:   # a stream: no index
                     for member in tf:
-                        if not member.isfile() or not member.name.lower().endswith(IMAGE_SUFFIXES):
+                        if member.isdir():
                             continue
                         seen += 1
-                        yield self._member(path, member.name, member.size, lambda: tf.extractfile(member).read())
+                        if member.issym() or member.islnk():
+                            yield self._skipped(path, member.name, "symlink_member",
+                                                f"a {'symbolic' if member.issym() else 'hard'} link to "
+                                                f"{member.linkname!r}, not read")
+                        elif not member.isfile():
+                            yield self._skipped(path, member.name, "unsupported_format", "not a regular file")
+                        elif not member.name.lower().endswith(IMAGE_SUFFIXES):
+                            yield self._skipped(path, member.name, "unsupported_format", "not an image format")
+                        else:
+                            yield self._member(path, member.name, member.size, lambda: tf.extractfile(member).read())
         except (OSError, EOFError, tarfile.TarError, zipfile.BadZipFile) as exc:
             yield image_batch(cfg.source, b"", str(path), meta={"members_read": seen},
                               reject=("truncated_file", f"after {seen} members: {describe_os_error(exc)}"))
             return
         if seen == 0:
-            yield image_batch(cfg.source, b"", str(path), reject=("empty_file", "archive has no image members"))
+            yield image_batch(cfg.source, b"", str(path), reject=("empty_file", "archive has no members"))
+
+    def _skipped(self, path: Path, name: str, reason: str, detail: str) -> ReadBatch:
+        return image_batch(self.config.source, b"", str(path), meta={"member": name}, reject=(reason, f"{name}: {detail}"))
 
     def _member(self, path: Path, name: str, size: int, read) -> ReadBatch:
         cfg: ImageFolderConfig = self.config

@@ -1,7 +1,8 @@
 """Meshes sampled into point clouds: ``.off``, ``.obj``, ``.ply`` (with faces), ``.stl``
 (ModelNet / ShapeNet style CAD models), through Open3D.
 
-Degenerate triangles (repeated vertex indices), duplicated triangles and vertices, and
+Faces naming a vertex the file does not have (counted as ``bad_faces_removed``), degenerate
+triangles (repeated vertex indices), duplicated triangles and vertices, and
 unreferenced vertices are removed first and counted in ``meta.mesh``; a mesh left with no
 triangles is rejected as ``no_faces`` (a PLY that is only points belongs to the ``pointcloud``
 reader). ``sampling``: ``uniform`` (area-weighted: every surface element equally likely) or
@@ -20,7 +21,7 @@ import xxhash
 from pydantic import Field
 
 from corpusforge.io.readers.base import ReadBatch, ReaderConfig, describe_os_error, local_copy
-from corpusforge.io.readers.pointcloud import CloudReader, cloud_batch
+from corpusforge.io.readers.pointcloud import CloudReader, check_ply_size, cloud_batch
 
 
 class MeshConfig(ReaderConfig):
@@ -41,6 +42,11 @@ class MeshReader(CloudReader):
         if not path.exists() or path.stat().st_size == 0:
             yield self.reject(path, "empty_file", "0 bytes or missing")
             return
+        if path.suffix.lower() == ".ply":
+            problem = check_ply_size(path)
+            if problem:
+                yield self.reject(path, "truncated_file", problem)
+                return
         try:
             with o3d.utility.VerbosityContextManager(o3d.utility.VerbosityLevel.Error):
                 with local_copy(path) as local:      # open3d opens file names only
@@ -50,6 +56,13 @@ class MeshReader(CloudReader):
             return
         before_t, before_v = len(mesh.triangles), len(mesh.vertices)
         tri = np.asarray(mesh.triangles)
+        # a face naming a vertex the file does not have: Open3D keeps the index, and its mesh
+        # operations then read past the vertex array (crashes, or garbage that differs per run)
+        out_of_range = (tri < 0).any(axis=1) | (tri >= before_v).any(axis=1) if len(tri) else np.zeros(0, bool)
+        bad_faces = int(out_of_range.sum())
+        if bad_faces:
+            mesh.triangles = o3d.utility.Vector3iVector(np.ascontiguousarray(tri[~out_of_range]))
+            tri = np.asarray(mesh.triangles)
         degenerate = int(((tri[:, 0] == tri[:, 1]) | (tri[:, 1] == tri[:, 2]) | (tri[:, 0] == tri[:, 2])).sum()) if len(tri) else 0
         mesh.remove_degenerate_triangles()
         mesh.remove_duplicated_triangles()
@@ -62,7 +75,8 @@ class MeshReader(CloudReader):
             if (area <= 0).any():
                 mesh.remove_triangles_by_mask(area <= 0)
                 mesh.remove_unreferenced_vertices()
-        info = {"triangles": before_t, "vertices": before_v, "degenerate_removed": degenerate,
+        info = {"triangles": before_t, "vertices": before_v, "bad_faces_removed": bad_faces,
+                "degenerate_removed": degenerate,
                 "triangles_kept": len(mesh.triangles), "vertices_kept": len(mesh.vertices), "sampling": cfg.sampling}
         if len(mesh.triangles) == 0:
             yield self.reject(path, "no_faces", f"{before_v} vertices, {before_t} triangles, none with area")

@@ -73,6 +73,11 @@ class PointCloudReader(CloudReader):
                 if problem:
                     yield reject("corrupt_header", problem)
                     return
+            if suffix == ".ply":
+                problem = check_ply_size(path)
+                if problem:                          # Open3D fills missing vertices with zeros or garbage
+                    yield reject("truncated_file", problem)
+                    return
             with local_copy(path) as local:          # open3d opens file names only
                 attrs = _load(local, suffix)
         except (OSError, ValueError, EOFError) as exc:
@@ -103,6 +108,13 @@ def cloud_batch(source: str, path: Path, xyz, attrs: dict, group: str | None = N
     if len(xyz) == 0:
         return reject("empty_cloud", f"no finite points ({nonfinite} non-finite)")
     meta = dict(meta or {})
+    if "xyz_offset" not in meta and np.abs(xyz).max() >= FAR_FROM_ORIGIN:
+        # georeferenced coordinates (UTM: ~5e5, 5e6 m): float32 keeps only ~0.5 m at 5e6, and
+        # registration's features fail that far out; the rounded offset goes to meta, as for LAS
+        offset = np.floor(xyz.min(axis=0).astype(np.float64))
+        meta["xyz_offset"] = offset.tolist()
+        xyz = xyz.astype(np.float64) - offset
+    xyz = xyz.astype(np.float32, copy=False)
     if attrs:
         meta["file_attributes"] = sorted(attrs)
     meta["bbox"] = [xyz.min(axis=0).tolist(), xyz.max(axis=0).tolist()]
@@ -118,7 +130,7 @@ def _load(path: Path, suffix: str) -> dict[str, np.ndarray]:
         arr = np.load(path, allow_pickle=False)
         if arr.ndim != 2 or arr.shape[1] < 3:
             raise ValueError(f"array of shape {arr.shape}, expected (N, 3+) with x, y, z first")
-        out = {"positions": arr[:, :3].astype(np.float32)}
+        out = {"positions": arr[:, :3]}
         if arr.shape[1] >= 6:
             out["colors"] = arr[:, 3:6]
         return out
@@ -128,7 +140,7 @@ def _load(path: Path, suffix: str) -> dict[str, np.ndarray]:
             return {"positions": np.zeros((0, 3), np.float32)}
         if arr.shape[1] < 3:
             raise ValueError(f"{arr.shape[1]} column(s) per line, expected x y z [r g b]")
-        out = {"positions": arr[:, :3].astype(np.float32)}
+        out = {"positions": arr[:, :3]}
         if arr.shape[1] >= 6:
             out["colors"] = arr[:, 3:6]
         return out
@@ -139,8 +151,6 @@ def _load(path: Path, suffix: str) -> dict[str, np.ndarray]:
     for name in pc.point:
         arr = pc.point[name].numpy()
         out[name] = arr
-    if "positions" in out:
-        out["positions"] = out["positions"].astype(np.float32, copy=False)
     return out
 
 
@@ -175,6 +185,56 @@ def pointcloud_table(source: str, xyz: np.ndarray, *, colors=None, normals=None,
         cols[NONFINITE] = pa.array([nonfinite], pa.int64())
     return pa.table(cols)
 
+
+
+FAR_FROM_ORIGIN = 1e4          # metres; object, room and vehicle-frame scans are well inside
+PLY_SIZES = {"char": 1, "int8": 1, "uchar": 1, "uint8": 1, "short": 2, "int16": 2, "ushort": 2, "uint16": 2,
+             "int": 4, "int32": 4, "uint": 4, "uint32": 4, "float": 4, "float32": 4, "double": 8, "float64": 8}
+
+
+def check_ply_size(path: Path) -> str | None:
+    """What is missing from a PLY file whose header declares more vertices than its body holds
+    (binary: by bytes, for the elements up to the vertices when their rows have a fixed size;
+    ascii: by lines), or None."""
+    with path.open("rb") as f:
+        head = f.read(64 << 10)
+    end = head.find(b"end_header")
+    if not head.startswith(b"ply") or end < 0:
+        return None                                  # not our check: Open3D reports a bad header
+    body_start = head.index(b"\n", end) + 1 if b"\n" in head[end:] else len(head)
+    fmt, elements = None, []                         # [name, count, row bytes or None]
+    for line in head[:end].decode("ascii", "replace").splitlines():
+        parts = line.split()
+        if parts[:1] == ["format"] and len(parts) > 1:
+            fmt = parts[1]
+        elif parts[:1] == ["element"] and len(parts) == 3 and parts[2].isdigit():
+            elements.append([parts[1], int(parts[2]), 0])
+        elif parts[:1] == ["property"] and elements and elements[-1][2] is not None:
+            size = None if parts[1:2] == ["list"] else PLY_SIZES.get(parts[1] if len(parts) > 1 else "")
+            elements[-1][2] = None if size is None else elements[-1][2] + size
+    vertex = next((e for e in elements if e[0] == "vertex"), None)
+    if vertex is None or vertex[1] == 0:
+        return None
+    size = path.stat().st_size
+    if fmt in ("binary_little_endian", "binary_big_endian"):
+        needed = 0
+        for name, count, row in elements:
+            if row is None:
+                return None                          # a list before the vertices: sizes vary
+            needed += count * row
+            if name == "vertex":
+                break
+        if size - body_start < needed:
+            return (f"header declares {vertex[1]} vertices ({needed} bytes with the elements before them), "
+                    f"the body holds {size - body_start}")
+        return None
+    if fmt == "ascii" and elements[0][0] == "vertex":
+        with path.open("rb") as f:
+            f.seek(body_start)
+            lines = sum(1 for line in f if line.strip())
+        if lines < vertex[1]:
+            return f"header declares {vertex[1]} vertices, the body has {lines} lines"
+    return None
 
 
 def check_pcd_header(path: Path) -> str | None:
