@@ -243,3 +243,28 @@ def test_utm_coordinates_get_an_offset(tmp_path):
     pts = np.array(recs.column("points")[0].as_py())
     assert np.abs(pts).max() < 100
     assert np.allclose(pts + offset, utm, atol=2e-3)              # centimetres kept, unlike float32 UTM
+
+
+# -- 5. a WARC cut anywhere says so ----------------------------------------------------------------
+
+@pytest.mark.parametrize("compressed", [True, False])
+def test_warc_cut_anywhere_reports_truncated_file(tmp_path, compressed):
+    import random
+
+    from conftest import SAMPLES
+    from corpusforge.io.readers.warc import WarcReader
+
+    data = (SAMPLES / "acquire" / "web" / "crawl.warc.gz").read_bytes()
+    name = "c.warc.gz" if compressed else "c.warc"
+    if not compressed:
+        data = gzip.decompress(data)
+    reader = WarcReader(WarcReader.Config(paths=["x"], source="s", extractor="resiliparse"), kind="text")
+    whole = tmp_path / name
+    whole.write_bytes(data)
+    _, rejs = read_all(reader, whole)
+    assert "truncated_file" not in (rejs.column("reject_reason").to_pylist() if rejs else [])
+    for cut in sorted(random.Random(1).sample(range(1, len(data)), 25)):
+        whole.write_bytes(data[:cut])
+        _, rejs = read_all(reader, whole)
+        reasons = rejs.column("reject_reason").to_pylist() if rejs else []
+        assert "truncated_file" in reasons or "not_a_warc" in reasons, cut

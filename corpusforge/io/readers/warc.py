@@ -192,9 +192,15 @@ class WarcReader(Reader):
                        f"after {seen} records: {type(exc).__name__}: {exc}", {"records_read": seen})
         if seen == 0 and not bad["text"]:
             reject(0, "not_a_warc", "no WARC records", {})
+        elif seen and not {"truncated_file", "not_a_warc"} & set(bad["reason"]):
+            # FastWARC ends quietly when a file is cut inside a record's headers or a gzip
+            # member's header or trailer: check that the file itself ends where a record does
+            problem = cut_short(path)
+            if problem:
+                reject(seen, "truncated_file", f"after {seen} records: {problem}", {"records_read": seen})
         yield flush()
 
-    def _record(self, record, block: bytes, cfg: WarcConfig, keep: dict, reject) -> None:
+    def _record(self, record, block: bytes, cfg: WarcConfig, keep: dict, reject) -> None:  # noqa: C901
         from fastwarc.warc import WarcRecordType
 
         offset = record.stream_pos
@@ -262,3 +268,33 @@ def parse_http(block: bytes) -> tuple[int, dict[str, str], bytes]:
         if sep:
             headers[name.strip().lower()] = value.strip()
     return status, headers, body
+
+
+def cut_short(path: Path) -> str | None:
+    """Why the file does not end where a record ends, or None. ``.gz``: every gzip member must
+    be complete (a streaming zlib pass, cheap next to the HTML extraction); plain WARC: the last
+    record's block is followed by the blank line that closes it."""
+    import zlib
+
+    with path.open("rb") as fh:
+        if not path.name.lower().endswith(".gz"):
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - 4))
+            closed = fh.read().endswith((b"\r\n\r\n", b"\n\n"))
+            return None if closed else "the last record is not closed (file cut short)"
+        obj, members, fed = zlib.decompressobj(31), 0, False
+        while chunk := fh.read(1 << 20):
+            while chunk:
+                try:
+                    obj.decompress(chunk)
+                except zlib.error as exc:
+                    return f"gzip member {members + 1} is damaged ({exc})"
+                fed = True
+                if not obj.eof:
+                    break
+                members, chunk, fed = members + 1, obj.unused_data, False
+                obj = zlib.decompressobj(31)
+        if fed and not obj.eof:
+            return f"gzip member {members + 1} ends before its end (file cut short)"
+    return None
