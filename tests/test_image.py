@@ -414,3 +414,14 @@ def test_dedup_across_units_matches_one_unit(tmp_path):
         kept = pq.read_table(list((tmp_path / label).glob("*.parquet")))
         results[label] = sorted(Path(p).name for p in kept.column("src_path").to_pylist())
     assert results["one"] == results["many"] == ["astronaut.jpg", "camera.jpg", "coffee.jpg"]
+
+
+def test_dedup_prefers_colour_over_a_larger_greyscale_copy(tmp_path):
+    from PIL import Image
+
+    im = photo("astronaut")
+    grey_big = im.convert("L").convert("RGB").resize((im.width * 2, im.height * 2))   # more pixels, no colour
+    table = image_table([(encode(grey_big), "grey_big.jpg"), (encode(im), "colour.jpg"),
+                         (encode(im.resize((im.width // 2, im.height // 2), Image.Resampling.LANCZOS)), "colour_small.jpg")])
+    out, _ = dedup_run(table, tmp_path)
+    assert out.kept.column("src_path").to_pylist() == ["colour.jpg"]      # colour first, then the larger colour one

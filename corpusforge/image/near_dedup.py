@@ -15,8 +15,8 @@ resolve (reduce, once):
       ``data_range`` 255 for 8-bit; with ``flip_invariant`` the better of the pair and the
       mirrored pair), ``histogram`` (cosine of 8x8x8 RGB histograms) and ``embedding`` (cosine
       of a vector column the user brings, e.g. CLIP features);
-    * clusters are connected components of the verified pairs; the representative is the
-      member with the most pixels, then the best ``quality_score`` (a column, the sharpness
+    * clusters are connected components of the verified pairs; the representative is a colour
+      member over a greyscale one, then the member with the most pixels, then the best ``quality_score`` (a column, the sharpness
       score of ``image.quality`` by default), then the earliest. It is kept; every other member
       is rejected as ``near_duplicate`` naming the representative's id and file, with its Hamming
       distance and SSIM to it; every member gets ``tag_image_cluster`` = the representative's id.
@@ -72,6 +72,13 @@ def hash_bits(h: imagehash.ImageHash) -> int:
     return int.from_bytes(np.packbits(h.hash.ravel()).tobytes(), "big")
 
 
+def has_colour(rgb: Image.Image, threshold: float = 6.0) -> bool:
+    """True when the picture has chroma: the mean spread between its R, G and B channels is
+    above ``threshold`` levels (a greyscale image saved as RGB has none; JPEG noise adds ~1-2)."""
+    a = np.asarray(rgb.convert("RGB"), np.int16)
+    return bool((a.max(axis=2) - a.min(axis=2)).mean() > threshold)
+
+
 def thumbnail(data: bytes, size: int, max_pixels: int = DEFAULT_MAX_PIXELS) -> tuple[Image.Image, Image.Image, int]:
     """(grey thumbnail, RGB thumbnail, pixels decoded), thumbnails ``size`` square."""
     im = analysis_image(data, min_side=size, max_pixels=max_pixels)
@@ -120,6 +127,7 @@ class ImageNearDedup(GlobalStage):
         hashes, flips = np.zeros(n, np.uint64), np.zeros(n, np.uint64)
         ok = np.zeros(n, bool)
         pixels = np.zeros(n, np.int64)
+        colour = np.zeros(n, np.int8)
         thumbs = np.zeros((n, c.ssim_size * c.ssim_size), np.uint8)
         hists = np.zeros((n, HIST_BINS ** 3), np.float32) if "histogram" in c.verify else None
         problem, problem_detail = [None] * n, [None] * n
@@ -135,6 +143,7 @@ class ImageNearDedup(GlobalStage):
                 problem[i], problem_detail[i] = p.reason, p.detail
                 continue
             ok[i] = True
+            colour[i] = has_colour(rgb)
             hashes[i] = hash_bits(fn(grey))
             if c.flip_invariant:
                 flips[i] = hash_bits(fn(grey.transpose(Image.Transpose.FLIP_LEFT_RIGHT)))
@@ -144,6 +153,7 @@ class ImageNearDedup(GlobalStage):
         mask = ~ok
         cols = {"id": table.column("id"), "src_path": table.column("src_path"),
                 "hash": pa.array(hashes, pa.uint64(), mask=mask), "pixels": pa.array(pixels, pa.int64()),
+                "colour": pa.array(colour, pa.int8()),
                 "thumb": _fixed(thumbs), "problem": pa.array(problem, pa.string()),
                 "problem_detail": pa.array(problem_detail, pa.string())}
         if c.flip_invariant:
@@ -210,7 +220,8 @@ class ImageNearDedup(GlobalStage):
         stats.counters["verified_pairs"] = len(pairs)
 
         if len(pairs):
-            rank = [column("pixels").to_numpy().astype(np.float64)]
+            # colour before greyscale (a grey copy keeps less of the picture), then pixels, then quality
+            rank = [column("colour").to_numpy().astype(np.float64), column("pixels").to_numpy().astype(np.float64)]
             if c.quality_score:
                 rank.append(column("quality").to_numpy(zero_copy_only=False).astype(np.float64))
             cl = clusters(pairs, n, rank)
