@@ -6,11 +6,16 @@ the same keys as the plain model), plus ``rank{r}.pt`` with what is per-rank sta
 the LR scheduler, the data loader's position and every RNG. ZeRO-1's optimizer is consolidated
 to rank 0 and saved whole. ``latest`` names the last complete checkpoint and is written last,
 so a run killed while saving resumes from the previous one.
+
+Nothing in a checkpoint can run code on load: the per-rank files and ZeRO-1's file load with
+``torch.load(weights_only=True)`` (the RNG states are stored as tensors and plain numbers), and
+DCP's pickled ``.metadata`` is checked by an unpickler that accepts only DCP's own classes.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import random
 from pathlib import Path
 
@@ -21,13 +26,44 @@ from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_di
 
 
 def _rng_state() -> dict:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    """Every RNG as tensors and plain numbers, so that the file loads with ``weights_only=True``."""
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    version, internal, py_gauss = random.getstate()
+    return {"torch": torch.get_rng_state(),
+            "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                      "has_gauss": int(has_gauss), "gauss": float(gauss)},
+            "python": {"version": version, "internal": list(internal), "gauss": py_gauss}}
 
 
 def _set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
-    random.setstate(state["python"])
+    n = state["numpy"]
+    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
+    p = state["python"]
+    random.setstate((p["version"], tuple(p["internal"]), p["gauss"]))
+
+
+# What a DCP ``.metadata`` pickle may name. DCP reads it with plain ``pickle.load``, which runs any
+# callable a crafted file names: it is checked first, with an unpickler that refuses the rest.
+_DCP_GLOBALS = {("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"), ("torch", "Size"),
+                ("torch.serialization", "_get_layout"), ("collections", "OrderedDict")}
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        allowed = ((module, name) in _DCP_GLOBALS or module.startswith("torch.distributed.checkpoint.")
+                   or (module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)))
+        if not allowed:
+            raise pickle.UnpicklingError(f"checkpoint metadata names {module}.{name}: refused (not DCP metadata)")
+        return super().find_class(module, name)
+
+
+def check_metadata(path: Path) -> None:
+    """Refuse a checkpoint whose DCP metadata would run code when DCP unpickles it."""
+    meta = Path(path) / ".metadata"
+    if meta.exists():
+        with open(meta, "rb") as f:
+            _MetadataUnpickler(f).load()
 
 
 def _barrier():
@@ -65,18 +101,19 @@ def latest(out_dir: Path) -> Path | None:
 def load(path: Path, model, optimizer, scheduler, loader, rank: int, zero1: bool) -> int:
     """Restore everything saved by :func:`save`; returns the step to continue from."""
     if zero1:
-        state = torch.load(path / "zero1.pt", weights_only=False)
+        state = torch.load(path / "zero1.pt", weights_only=True)
         model.module.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optim"])
     else:
         model_sd, optim_sd = get_state_dict(model, optimizer)
         state = {"model": model_sd, "optim": optim_sd}
+        check_metadata(path)
         dcp.load(state, checkpoint_id=str(path))
         set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
     mine = path / f"rank{rank}.pt"
     if not mine.exists():
         raise RuntimeError(f"{path} has no state for rank {rank}: resume with the world size it was saved with")
-    extra = torch.load(mine, weights_only=False)
+    extra = torch.load(mine, weights_only=True)     # tensors and plain data only: never code
     scheduler.load_state_dict(extra["scheduler"])
     loader.load_state_dict(extra["loader"])
     _set_rng_state(extra["rng"])

@@ -179,7 +179,7 @@ def load_pruned(path: str | Path):
     """Rebuild a structurally pruned model saved by ``run``."""
     from trainer.model import GPT, ModelConfig
 
-    ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)     # tensors and plain data: never code
     model = GPT(ModelConfig(**ckpt["model_config"]))
     for i, shape in (ckpt.get("layer_shapes") or {}).items():
         layer = model.layers[i]
