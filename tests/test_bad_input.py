@@ -268,3 +268,26 @@ def test_warc_cut_anywhere_reports_truncated_file(tmp_path, compressed):
         _, rejs = read_all(reader, whole)
         reasons = rejs.column("reject_reason").to_pylist() if rejs else []
         assert "truncated_file" in reasons or "not_a_warc" in reasons, cut
+
+
+# -- 16. COCO file names never leave the images folder ----------------------------------------------
+
+def test_coco_file_names_cannot_escape(tmp_path):
+    from PIL import Image
+
+    from corpusforge.io.readers.coco import CocoReader
+
+    root = tmp_path / "coco"
+    (root / "images").mkdir(parents=True)
+    Image.new("RGB", (8, 8), "blue").save(root / "images" / "ok.png")
+    (tmp_path / "secret.png").write_bytes(b"top secret bytes")
+    (root / "images" / "link.png").symlink_to(tmp_path / "secret.png")
+    doc = {"images": [{"id": i, "file_name": n} for i, n in
+                      enumerate(["ok.png", "../../secret.png", "/etc/hostname", "link.png"])],
+           "annotations": [], "categories": []}
+    (root / "ann.json").write_text(json.dumps(doc))
+    reader = CocoReader(CocoReader.Config(paths=["x"], source="s", images_dir="images"), kind="image")
+    recs, rejs = read_all(reader, root / "ann.json")
+    assert recs.column("src_path").to_pylist() == [str(root / "images" / "ok.png")]
+    assert rejs.column("reject_reason").to_pylist() == ["unsafe_path"] * 3
+    assert all(len(b) == 0 for b in rejs.column("image").to_pylist())        # no byte of them stored

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 from pydantic import Field
 
 from corpusforge import schemas
+from corpusforge.io.storage import is_url
 from corpusforge.image.decode import DEFAULT_MAX_PIXELS
 from corpusforge.io.readers.base import ReadBatch, Reader, ReaderConfig, describe_os_error
 from corpusforge.io.readers.images import image_batch
@@ -67,6 +68,10 @@ class CocoReader(Reader):
                                      "area": a.get("area"), "iscrowd": a.get("iscrowd", 0),
                                      "segmentation": a.get("segmentation")} for a in anns]}
             label = max(sorted(counts), key=lambda k: counts[k]) if counts else None
+            escape = outside(roots, name)
+            if escape:
+                yield image_batch(cfg.source, b"", str(path), meta=meta, reject=("unsafe_path", escape))
+                continue
             file = next((r / name for r in roots if name and (r / name).is_file()), None)
             if file is None:
                 yield image_batch(cfg.source, b"", str(roots[0] / name), meta=meta,
@@ -83,3 +88,17 @@ class CocoReader(Reader):
                               reject=("orphan_annotations", f"{orphans} annotations name no image entry"))
         if not images:
             yield ReadBatch(schemas.load("image").empty_table())
+
+
+def outside(roots: list[Path], name: str) -> str | None:
+    """Why ``file_name`` would leave the images folder (absolute, ``..``, a link out), or None.
+    An annotation file is data, not a licence to read /etc/hostname into rejected/."""
+    pure = PurePosixPath(name.replace("\\", "/"))
+    if pure.is_absolute() or ".." in pure.parts or (len(name) > 1 and name[1] == ":"):
+        return f"file_name {name!r} leaves the images folder: not read"
+    for root in roots:
+        if is_url(root) or not (root / name).exists():
+            continue
+        if not (root / name).resolve().is_relative_to(root.resolve()):
+            return f"file_name {name!r} is a link out of the images folder: not read"
+    return None
