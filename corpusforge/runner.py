@@ -46,7 +46,7 @@ from corpusforge import __version__, schemas
 from corpusforge.config import PipelineConfig, from_dict
 from corpusforge.errors import AccountingError, ConfigError, CorpusforgeError, UnitsFailed
 from corpusforge.io.dataset import MANIFEST, build_manifest, write_manifest
-from corpusforge.io.readers.base import ReadBatch, Reader, file_error_row, file_size, input_path
+from corpusforge.io.readers.base import ReadBatch, Reader, file_error_row, file_size, file_stamp, input_path
 from corpusforge.io.storage import Store, prune_scratch, scratch_dir
 from corpusforge.io.writer import ShardInfo, ShardWriter
 from corpusforge.stage import REJECT_DETAIL, REJECT_STAGE, GlobalStage, Stage, StageResult, StageStats, run_checked
@@ -450,6 +450,30 @@ def _worker(raw: dict, base: str, segment: int, unit: Unit) -> UnitResult:
     return run_unit(plan, segment, unit)
 
 
+def die_with_parent(parent: int) -> None:
+    """Worker initializer: end this process when the run that started it ends, even by kill -9
+    (a stray worker would go on writing into the output while the resume runs). Linux: the
+    kernel's parent-death signal; elsewhere, and as a backstop, a thread watching the parent."""
+    import signal
+    import threading
+
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)     # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:                      # the parent died before the signal was set
+        os._exit(1)
+
+    def watch():
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
 def process_executor(workers: int):
     """Run units in ``workers`` processes (spawned, so no forked Arrow thread pools). A unit that
     raises, or whose worker process dies (killed, out of memory), is retried in a fresh pool."""
@@ -463,7 +487,8 @@ def process_executor(workers: int):
         for attempt in range(plan.config.retries + 1):
             if not pending:
                 break
-            with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+            with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=die_with_parent,
+                                     initargs=(os.getpid(),)) as pool:
                 futures = {pool.submit(_worker, raw, str(plan.base), segment, u): u for u in pending}
                 for fut in as_completed(futures):
                     u = futures[fut]
@@ -502,6 +527,10 @@ def _prepare_output(plan: Plan, resume: bool) -> None:
             raise CorpusforgeError(
                 f"{store.url}: the config changed since the interrupted run (config hash "
                 f"{previous.get('config_hash', '?')[:12]} -> {plan.config_hash[:12]}); run without --resume to start over")
+        changed = input_changes(previous.get("inputs"), input_stamps(plan))
+        if changed:
+            raise CorpusforgeError(f"{store.url}: the inputs changed since the interrupted run ({changed}); "
+                                   "resuming would mix two input sets: run without --resume to start over")
         return
     if not store.is_empty_dir(out):
         ours = store.exists(manifest_path) or store.exists(plan.work)
@@ -515,7 +544,26 @@ def _prepare_output(plan: Plan, resume: bool) -> None:
         for d in (plan.rejected_dir, plan.work):
             store.rm(d)
     store.makedirs(plan.work)
-    store.write_json(run_file, {"config_hash": plan.config_hash, "config": plan.config.model_dump(mode="json")})
+    store.write_json(run_file, {"config_hash": plan.config_hash, "config": plan.config.model_dump(mode="json"),
+                                "inputs": input_stamps(plan)})
+
+
+def input_stamps(plan: Plan) -> dict[str, str]:
+    """The run's input listing as part of its identity: each file's size and modification time
+    (local) or size and ETag (object store). Cheap: no byte of the inputs is read."""
+    return {path: file_stamp(path) for unit in plan.units for _, path in unit.files}
+
+
+def input_changes(before: dict[str, str] | None, now: dict[str, str]) -> str | None:
+    """A description of the files added, removed or changed between two listings, or None."""
+    if before is None:
+        return None
+    added = sorted(set(now) - set(before))
+    removed = sorted(set(before) - set(now))
+    changed = sorted(p for p in set(now) & set(before) if now[p] != before[p])
+    parts = [f"{label} {len(files)}: {', '.join(files[:5])}{' ...' if len(files) > 5 else ''}"
+             for label, files in (("added", added), ("removed", removed), ("changed", changed)) if files]
+    return "; ".join(parts) or None
 
 
 def run(config: PipelineConfig | dict, *, resume: bool = False, workers: int = 1, base: Path | None = None,
@@ -526,17 +574,15 @@ def run(config: PipelineConfig | dict, *, resume: bool = False, workers: int = 1
     results in unit order (serially, in processes, as Prefect tasks, on Dask);
     ``resolver(plan, segment)`` runs a global stage's reduce step. Both default to local runs.
     """
+    if not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"workers: {workers!r} is not a number of processes (at least 1)")
     if isinstance(config, dict):
         config = from_dict(config)
     plan = Plan(config, base=base)
     store = plan.store
     started = time.perf_counter()
-    if resume and store.exists(f"{plan.out}/{MANIFEST}") and not store.exists(plan.work):
-        manifest = store.read_json(f"{plan.out}/{MANIFEST}")
-        if manifest.get("config_hash") == plan.config_hash:
-            stats = store.read_json(f"{plan.out}/stats.json")
-            return RunSummary(store.url, manifest["rows"], stats["totals"]["rejected"], stats,
-                              skipped_steps=len(plan.segments) * len(plan.units))
+    if resume and store.exists(f"{plan.out}/{MANIFEST}"):
+        return _already_complete(plan)
     prepare_output(plan, resume)
     execute = executor or (serial_executor if workers <= 1 else process_executor(workers))
     skipped = 0
@@ -549,6 +595,30 @@ def run(config: PipelineConfig | dict, *, resume: bool = False, workers: int = 1
     summary = finalize(plan, results, wall_seconds=time.perf_counter() - started)
     summary.skipped_steps = skipped
     return summary
+
+
+def _already_complete(plan: Plan) -> RunSummary:
+    """``--resume`` of a run whose manifest exists: the dataset is complete (the manifest is
+    written last), whatever state ``_work/`` was left in by a kill during the cleanup after it.
+    It is never touched: a changed config or input listing is refused; else what is left of
+    ``_work/`` is removed and the summary returned."""
+    store = plan.store
+    manifest = store.read_json(f"{plan.out}/{MANIFEST}")
+    if manifest.get("config_hash") != plan.config_hash:
+        raise CorpusforgeError(f"{store.url}: a completed run with another config is there (config hash "
+                               f"{str(manifest.get('config_hash'))[:12]} -> {plan.config_hash[:12]}); "
+                               "run without --resume to replace it")
+    listed = {i["path"]: i["bytes"] for i in manifest.get("lineage", {}).get("inputs", [])}
+    now = {p: file_size(p) for u in plan.units for _, p in u.files}
+    changed = input_changes({p: str(b) for p, b in listed.items()}, {p: str(b) for p, b in now.items()})
+    if changed:
+        raise CorpusforgeError(f"{store.url}: the inputs changed since this run completed ({changed}); "
+                               "run without --resume to rebuild")
+    if not plan.config.output.keep_work and store.exists(plan.work):
+        store.rm(plan.work)
+    stats = store.read_json(f"{plan.out}/stats.json")
+    return RunSummary(store.url, manifest["rows"], stats["totals"]["rejected"], stats,
+                      skipped_steps=len(plan.segments) * len(plan.units))
 
 
 def finalize(plan: Plan, results: list[list[UnitResult]], wall_seconds: float = 0.0) -> RunSummary:

@@ -12,10 +12,10 @@ execution engine changes, so the output is byte-identical to the CLI's.
   object store (``output.path: s3://bucket/prefix``; see ``corpusforge.io.storage``).
 * Retries: a unit task is retried ``retries`` times (the config's); units that still fail are
   listed with their errors after every other unit has finished, and the flow fails.
-* Caching: a unit task's key is the config hash, output path, segment, unit, the unit's input
-  files (path and content checksum: xxh3 of a local file, the ETag of an object) and its done
-  marker, so a rerun of a finished unit is answered from Prefect's cache and a changed input or
-  config runs again.
+* No Prefect task caching: a cached task result stood for files a rerun had deleted (issue 16).
+  A finished unit is skipped by the runner's own done marker, which is written after the unit's
+  files and read from the store itself, so a rerun, a resume or a deployment run twice does
+  exactly the work whose output is not there.
 * Artifacts: a markdown summary (records in, kept, rejected by reason per stage) and a link to
   the HTML report, shown on the flow run's page in the Prefect UI.
 
@@ -25,7 +25,6 @@ execution engine changes, so the output is byte-identical to the CLI's.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -36,6 +35,7 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 from prefect import flow, task  # noqa: E402
 from prefect.artifacts import create_link_artifact, create_markdown_artifact  # noqa: E402
+from prefect.cache_policies import NO_CACHE  # noqa: E402
 
 from corpusforge import runner  # noqa: E402
 from corpusforge.config import PipelineConfig, from_dict, load_config  # noqa: E402
@@ -43,58 +43,19 @@ from corpusforge.errors import UnitsFailed  # noqa: E402
 from corpusforge.io.storage import Store  # noqa: E402
 
 
-def unit_cache_key(context, parameters: dict) -> str:
-    """Config, output, unit, its inputs as they are now, and whether the runner marked it done."""
-    raw, base, segment, unit_index = (parameters[k] for k in ("raw", "base", "segment", "unit_index"))
-    plan = runner.Plan.from_dict(raw, base=Path(base))
-    unit = plan.units[unit_index]
-    h = hashlib.sha256(f"{plan.config_hash}\0{plan.out}\0{segment}\0{unit_index}".encode())
-    for _, path in unit.files:
-        h.update(f"\0{path}\0{_file_stamp(path)}".encode())
-    done = plan.done_path(segment, unit_index)
-    h.update(b"\0done:" + json.dumps(plan.store.read_json_or_none(done), sort_keys=True).encode())
-    return h.hexdigest()
-
-
 def link(path: str) -> str:
     """A clickable address for a file: file:// for a local path, the URL itself otherwise."""
     return path if "://" in path else Path(path).resolve().as_uri()
 
 
-def _file_stamp(path: str) -> str:
-    """A checksum of an input file's content: xxh3-128 of a local file (25 ms per 64 MB unit
-    from the page cache, measured; a size-and-mtime stamp would miss a rewrite that keeps both),
-    the store's ETag (an MD5 for S3 and GCS) of an object-store file; "missing" when it is gone."""
-    try:
-        if "://" not in path:
-            import xxhash
-
-            h = xxhash.xxh3_128()
-            with open(path, "rb") as f:
-                while block := f.read(8 << 20):
-                    h.update(block)
-            return h.hexdigest()
-        import fsspec
-
-        fs, p = fsspec.core.url_to_fs(path)
-        fs.invalidate_cache(p)
-        info = fs.info(p)
-        stamp = info.get("ETag") or info.get("etag") or info.get("md5Hash") or info.get("LastModified") \
-            or info.get("mtime") or info.get("created")
-        return f"{info.get('size')}\0{stamp}"
-    except (OSError, ValueError):
-        return "missing"
-
-
-@task(name="unit", retry_delay_seconds=1, cache_key_fn=unit_cache_key, persist_result=True,
-      task_run_name="segment {segment} unit {unit_index}")
+@task(name="unit", retry_delay_seconds=1, cache_policy=NO_CACHE, task_run_name="segment {segment} unit {unit_index}")
 def unit_task(raw: dict, base: str, segment: int, unit_index: int) -> dict:
     plan = runner.Plan.from_dict(raw, base=Path(base))
     result = runner.run_unit(plan, segment, plan.units[unit_index])
     return result.__dict__
 
 
-@task(name="resolve", retries=1, task_run_name="resolve segment {segment}")
+@task(name="resolve", retries=1, cache_policy=NO_CACHE, task_run_name="resolve segment {segment}")
 def resolve_task(raw: dict, base: str, segment: int) -> dict:
     plan = runner.Plan.from_dict(raw, base=Path(base))
     return runner.run_resolve(plan, segment)

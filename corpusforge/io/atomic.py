@@ -13,7 +13,9 @@ from pathlib import Path
 
 
 def temp_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp")
+    """A hidden name beside ``path``, unique to this process: two processes writing the same
+    file (a stray worker of a killed run and its resume) never share a temporary file."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
 def commit(tmp: Path, final: Path) -> None:

@@ -292,3 +292,22 @@ def file_size(path: Path | str) -> int:
         return _LISTED_SIZES[str(path)]
     except OSError:
         return 0
+
+
+def file_stamp(path: Path | str) -> str:
+    """What identifies an input file's content without reading it: size and modification time
+    of a local file, size and ETag (an MD5 on S3 and GCS) of an object; "missing" when gone."""
+    try:
+        if not is_url(path):
+            st = os.stat(path)
+            return f"{st.st_size}:{st.st_mtime_ns}"
+        import fsspec
+
+        fs, p = fsspec.core.url_to_fs(str(path))
+        fs.invalidate_cache(p)
+        info = fs.info(p)
+        stamp = info.get("ETag") or info.get("etag") or info.get("md5Hash") or info.get("LastModified") \
+            or info.get("mtime") or info.get("created")
+        return f"{info.get('size')}:{stamp}"
+    except (OSError, ValueError):
+        return "missing"
