@@ -34,6 +34,10 @@ class OutputConfig(_Strict):
     compression: Literal["zstd", "snappy", "gzip", "lz4", "brotli", "none"] = "zstd"
     compression_level: int | None = 3
     keep_work: bool = Field(False, description="Keep <path>/_work (intermediate shards, fingerprints) after success.")
+    rejected_text: Literal["keep", "scrub", "drop"] = Field(
+        "keep", description="Text of rejected rows: keep it (a quarantine to inspect), scrub it with the pipeline's "
+                            "text.pii config (or text.pii's defaults), or drop it (empty text; ids, reasons and "
+                            "provenance stay).")
 
     def writer_options(self) -> WriterOptions:
         return WriterOptions(self.shard_rows, self.shard_bytes, self.row_group_rows, self.row_group_bytes,

@@ -1,11 +1,18 @@
-"""Names of stages and readers, as written in pipeline configs, mapped to their classes.
+"""Names of stages and readers, as written in pipeline configs, mapped to their classes, and
+the one loader of user code that configs name (``package.module:name``).
 
 Modules are imported on first use, so a text pipeline never imports open3d or OpenCV.
+
+Configs are code: a stage, reader, language detector, augmentation op or quality hook written
+``package.module:name`` is imported and called. With ``CORPUSFORGE_PLUGIN_MODULES`` set (a comma-
+separated list of module names), only those modules and the modules under them may be named;
+anything else is a config error. Unset, any importable module may be (configs are trusted input).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 
 STAGES: dict[str, str] = {
     "text.normalize": "corpusforge.text.normalize:Normalize",
@@ -46,15 +53,29 @@ READERS: dict[str, str] = {
 }
 
 
+PLUGIN_ALLOWLIST = "CORPUSFORGE_PLUGIN_MODULES"
+
+
+def load_plugin(spec: str, what: str):
+    """The object ``package.module:name`` names, after the allowlist check (see the module's
+    docstring). Raises KeyError with the reason."""
+    module, sep, attr = spec.partition(":")
+    if not sep or not module or not attr:
+        raise KeyError(f"{what} {spec!r} is not package.module:name")
+    allowed = [m.strip() for m in os.environ.get(PLUGIN_ALLOWLIST, "").split(",") if m.strip()]
+    if allowed and not any(module == m or module.startswith(m + ".") for m in allowed):
+        raise KeyError(f"{what} {spec!r}: module {module!r} is not in {PLUGIN_ALLOWLIST} ({', '.join(allowed)})")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise KeyError(f"cannot import {what} {spec!r}: {exc}") from None
+
+
 def _load(table: dict[str, str], name: str, what: str):
     """Look ``name`` up, or import it directly when written ``package.module:Class`` (a
     user's own stage or reader, importable on PYTHONPATH)."""
     if ":" in name and name not in table:
-        module, _, attr = name.partition(":")
-        try:
-            return getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as exc:
-            raise KeyError(f"cannot import {what} {name!r}: {exc}") from None
+        return load_plugin(name, what)
     if name not in table:
         raise KeyError(f"unknown {what} {name!r}; known: {', '.join(sorted(table))}")
     module, _, attr = table[name].partition(":")

@@ -125,6 +125,28 @@ class Plan:
             self._units = plan_units(self.readers, self.config.unit_bytes)
         return self._units
 
+    def rejected_text(self, table: pa.Table) -> pa.Table:
+        """Rejected text rows as ``output.rejected_text`` says: kept, scrubbed or emptied."""
+        mode = self.config.output.rejected_text
+        if mode == "keep" or "text" not in table.column_names:
+            return table
+        at = table.schema.get_field_index("text")
+        if mode == "drop":
+            return table.set_column(at, "text", pa.array([""] * table.num_rows, pa.string()))
+        if getattr(self, "_scrubber", None) is None:
+            from corpusforge.text.pii import Pii
+
+            configs = [s.config for s in self.stages if s.name == "text.pii"]
+            self._scrubber = Pii(configs[-1] if configs else None)
+        n = table.num_rows
+        probe = pa.table({"text": table.column("text"), "lang": pa.nulls(n, pa.string()),
+                          "__row": pa.array(range(n), pa.int64())})
+        res = self._scrubber.process(probe, StageStats())
+        texts = [""] * n             # a row the scrubber would drop whole (policy drop) keeps no text
+        for row, text in zip(res.kept.column("__row").to_pylist(), res.kept.column("text").to_pylist()):
+            texts[row] = text
+        return table.set_column(at, "text", pa.array(texts, pa.string()))
+
     def stage_key(self, position: int, stage: Stage) -> str:
         return f"{position:02d}:{stage.name}"
 
@@ -244,6 +266,7 @@ def run_unit(plan: Plan, segment_index: int, unit: Unit) -> UnitResult:
         if table.num_rows:
             table = table.set_column(table.schema.get_field_index(REJECT_DETAIL), REJECT_DETAIL,
                                      deterministic_details(table.column(REJECT_DETAIL)))
+            table = plan.rejected_text(table)
             rej_writer.write(table.append_column(REJECT_STAGE, pa.array([stage_name] * table.num_rows, pa.string())))
 
     try:

@@ -291,3 +291,57 @@ def test_coco_file_names_cannot_escape(tmp_path):
     assert recs.column("src_path").to_pylist() == [str(root / "images" / "ok.png")]
     assert rejs.column("reject_reason").to_pylist() == ["unsafe_path"] * 3
     assert all(len(b) == 0 for b in rejs.column("image").to_pylist())        # no byte of them stored
+
+
+# -- 17. configs are code: an opt-in allowlist of plugin modules ------------------------------------
+
+def test_plugin_allowlist(tmp_path, monkeypatch):
+    from corpusforge.errors import ConfigError
+    from corpusforge.registry import load_plugin
+    from corpusforge.text.langid import LangId
+
+    assert load_plugin("json:dumps", "x") is json.dumps                        # no allowlist: configs are trusted
+    monkeypatch.setenv("CORPUSFORGE_PLUGIN_MODULES", "my_plugins, json")
+    assert load_plugin("json:dumps", "x") is json.dumps
+    with pytest.raises(KeyError, match="not in CORPUSFORGE_PLUGIN_MODULES"):
+        load_plugin("subprocess:call", "detector")
+    with pytest.raises(KeyError, match="not in CORPUSFORGE_PLUGIN_MODULES"):
+        load_plugin("jsonx.evil:f", "detector")                                  # a prefix is not a parent
+    stage = LangId(LangId.Config(detector="subprocess:call"))
+    with pytest.raises(ConfigError, match="text.langid.detector.*subprocess"):
+        stage.process(pa.table({"text": ["echo hi"], "lang": pa.nulls(1, pa.string())}), None)
+    cfg = text_config([{"format": "jsonl", "paths": [str(tmp_path)], "source": "s"}], tmp_path / "out",
+                      [{"stage": "os:system"}])
+    with pytest.raises(Exception, match="not in CORPUSFORGE_PLUGIN_MODULES"):
+        runner.run(cfg)
+
+
+# -- 18. the report never shows what the pipeline scrubs; rejected text can be scrubbed or dropped --
+
+def test_report_never_shows_values_the_pipeline_scrubs(tmp_path):
+    (tmp_path / "in").mkdir()
+    docs = [{"text": "Write to anna.lee@example.org about the trip."}] * 2 + [{"text": "mail bob.stone@example.com now"}]
+    (tmp_path / "in" / "a.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    stages = [{"stage": "text.exact_dedup"}, {"stage": "text.pii"}]      # the copy is rejected before text.pii
+    summary, out, rejected = run_text(tmp_path, [{"format": "jsonl", "paths": [str(tmp_path / "in")], "source": "s"}],
+                                      stages)
+    assert "anna.lee@example.org" in rejected.column("text")[0].as_py()      # the quarantine keeps it (default)
+    html = (out / "report.html").read_text()
+    assert "Write to <EMAIL>" in html or "Write to &lt;EMAIL&gt;" in html
+    assert "@example" not in html and "anna.lee" not in html and "bob.stone" not in html
+
+
+@pytest.mark.parametrize("mode", ["scrub", "drop"])
+def test_rejected_text_scrubbed_or_dropped(tmp_path, mode):
+    stages = [{"stage": "text.exact_dedup"}, {"stage": "text.pii"}]
+    (tmp_path / "in").mkdir()
+    doc = json.dumps({"text": "call me at +1 415 555 2671 or mail anna@example.org"}) + "\n"
+    (tmp_path / "in" / "a.jsonl").write_text(doc * 2)                         # the copy is rejected before text.pii
+    out = tmp_path / "out"
+    runner.run(text_config([{"format": "jsonl", "paths": [str(tmp_path / "in")], "source": "s"}], out, stages,
+                           output={"path": str(out), "rejected_text": mode}))
+    rejected = read_rejected(out)
+    assert rejected.column("reject_reason").to_pylist() == ["duplicate"]
+    text = rejected.column("text")[0].as_py()
+    assert "anna@example.org" not in text and "555 2671" not in text
+    assert (text == "") == (mode == "drop") and ("<EMAIL>" in text) == (mode == "scrub")

@@ -37,7 +37,6 @@ hook's name as the reason when its score is at least the hook's ``threshold``.
 
 from __future__ import annotations
 
-import importlib
 from typing import Callable
 
 import cv2
@@ -180,8 +179,9 @@ class Quality(Stage):
 
 
 def _import_hook(hook: HookConfig) -> Callable:
-    module, _, attr = hook.function.partition(":")
+    from corpusforge.registry import load_plugin
+
     try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise ConfigError(f"hooks[{hook.name}].function: cannot import {hook.function!r}: {exc}") from None
+        return load_plugin(hook.function, "hook")
+    except KeyError as exc:
+        raise ConfigError(f"hooks[{hook.name}].function: {exc.args[0]}") from None

@@ -91,17 +91,40 @@ def summarize(root: str | Path) -> dict:
             s["languages"] = dict(sorted(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist()),
                                          key=lambda kv: -kv[1]))
     s["distributions"] = dist
-    s["dedup"] = _dedup(kept, rejected)
+    show = _shown_text(m)
+    s["dedup"] = _dedup(kept, rejected, show)
     s["pii"] = _pii(m, kept, rejected)
     if "mixture" in m:
         s["mixture"] = m["mixture"]
     if stats.get("difficulty_curve"):
         s["curriculum"] = {"score": m.get("order", {}).get("score"), "curve": stats["difficulty_curve"]}
-    s["samples"] = _samples(kept, rejected, m["schema"]["name"], ds, rej)
+    s["samples"] = _samples(kept, rejected, m["schema"]["name"], ds, rej, show)
     return s
 
 
-def _dedup(kept, rejected) -> dict:
+def _shown_text(manifest):
+    """How a text sample is shown: scrubbed by the pipeline's own ``text.pii`` config when the
+    pipeline has one (rejected rows and the originals of removed duplicates can precede the
+    scrubbing stage: the report must not show what the dataset itself never shows), then cut."""
+    configs = [st["config"] for st in manifest.get("lineage", {}).get("stages", []) if st.get("name") == "text.pii"]
+    if not configs:
+        return lambda text, n: text[:n]
+    import pyarrow as pa
+
+    from corpusforge.stage import StageStats
+    from corpusforge.text.pii import Pii
+
+    stage = Pii(Pii.Config(**configs[-1]))
+
+    def show(text: str, n: int) -> str:
+        res = stage.process(pa.table({"text": [text], "lang": pa.nulls(1, pa.string())}), StageStats())
+        if res.kept.num_rows == 0:
+            return "[not shown: holds personal data the pipeline drops]"
+        return res.kept.column("text")[0].as_py()[:n]
+    return show
+
+
+def _dedup(kept, rejected, show) -> dict:
     out = {}
     tags = []
     for t in (kept, rejected):
@@ -120,7 +143,7 @@ def _dedup(kept, rejected) -> dict:
                                      rejected.column("tag_minhash_cluster").to_pylist(),
                                      rejected.column("text").to_pylist()):
             if reason == "near_duplicate" and rep in by_id:
-                pairs.append({"kept": by_id[rep][:400], "removed": text[:400]})
+                pairs.append({"kept": show(by_id[rep], 400), "removed": show(text, 400)})
             if len(pairs) == 3:
                 break
         out["examples"] = pairs
@@ -146,19 +169,19 @@ def _pii(manifest, kept, rejected) -> dict:
             "note": "names and places (PERSON, LOCATION) are scrubbed only when listed as active"}
 
 
-def _samples(kept, rejected, kind, ds, rej) -> dict:
+def _samples(kept, rejected, kind, ds, rej, show) -> dict:
     out = {"kept": [], "rejected": {}}
     if kind == "text":
         if kept is not None:
-            out["kept"] = [{"id": i, "text": t[:300]} for i, t in zip(kept.column("id").to_pylist()[:3],
-                                                                      kept.column("text").to_pylist()[:3])]
+            out["kept"] = [{"id": i, "text": show(t, 300)} for i, t in zip(kept.column("id").to_pylist()[:3],
+                                                                           kept.column("text").to_pylist()[:3])]
         if rejected is not None:
             for reason, stage, text, rid in zip(rejected.column("reject_reason").to_pylist(),
                                                 rejected.column("reject_stage").to_pylist(),
                                                 rejected.column("text").to_pylist(), rejected.column("id").to_pylist()):
                 key = f"{stage}: {reason}"
                 if len(out["rejected"].setdefault(key, [])) < 2:
-                    out["rejected"][key].append({"id": rid, "text": text[:300]})
+                    out["rejected"][key].append({"id": rid, "text": show(text, 300)})
     elif kind == "image":
         for name, d in (("kept", ds), ("rejected", rej)):
             if d is None or not d.manifest["shards"]:

@@ -21,7 +21,6 @@ pairs documents within a batch, which is fixed for a given config).
 
 from __future__ import annotations
 
-import importlib
 import json
 import random
 import re
@@ -194,8 +193,12 @@ def _case_like(word: str, like: str) -> str:
 def _load(spec: str | None):
     if not spec or ":" not in spec:
         raise ValueError("plugin op needs function: package.module:function")
-    module, _, fn = spec.partition(":")
-    return getattr(importlib.import_module(module), fn)
+    from corpusforge.registry import load_plugin
+
+    try:
+        return load_plugin(spec, "augmentation plugin")
+    except KeyError as exc:
+        raise ValueError(exc.args[0]) from None
 
 
 

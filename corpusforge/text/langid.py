@@ -19,13 +19,13 @@ Documents whose language is not in ``keep`` (when given) are rejected.
 
 from __future__ import annotations
 
-import importlib
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field
 
+from corpusforge.errors import ConfigError
 from corpusforge.stage import Stage, StageConfig, StageResult, StageStats, split
 
 SCRIPTS = {  # lang code -> RE2 class; order breaks ties
@@ -97,8 +97,12 @@ class LangId(Stage):
     def _detector(self):
         if self.config.detector == "script":
             return lambda texts: script_detect(texts, self.config)
-        module, _, fn = self.config.detector.partition(":")
-        user = getattr(importlib.import_module(module), fn)
+        from corpusforge.registry import load_plugin
+
+        try:
+            user = load_plugin(self.config.detector, "detector")
+        except KeyError as exc:
+            raise ConfigError(f"text.langid.detector: {exc.args[0]}") from None
 
         def run(texts):
             langs, conf = user(texts.to_pylist())
