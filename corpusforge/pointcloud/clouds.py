@@ -90,9 +90,10 @@ def with_arrays(table: pa.Table, clouds: list[Cloud]) -> pa.Table:
     return setc(t, "n_points", pa.array([len(c.xyz) for c in clouds], pa.int64()))
 
 
-def spacing(xyz: np.ndarray, sample: int = 20_000, seed: int = 0) -> float:
-    """Mean distance from a point to its nearest neighbour (on a seeded sample of up to
-    ``sample`` points for large clouds): the scale every derived radius is a multiple of."""
+def spacing(xyz: np.ndarray, sample: int = 20_000, seed: int = 0, statistic: str = "mean") -> float:
+    """Mean (or ``median``) distance from a point to its nearest neighbour (on a seeded sample of
+    up to ``sample`` points for large clouds): the scale every derived radius is a multiple of.
+    The median is what outliers cannot inflate (a few far points pull the mean up)."""
     import open3d as o3d
 
     if len(xyz) < 2:
@@ -106,7 +107,9 @@ def spacing(xyz: np.ndarray, sample: int = 20_000, seed: int = 0) -> float:
     # a sample is sparser than the cloud: scale back by the cube root of the sampling ratio
     # would be for volumes; clouds are surfaces, so by the square root
     scale = np.sqrt(len(pts) / len(xyz)) if len(xyz) > sample else 1.0
-    return float(d.mean() * scale) if len(d) else 0.0
+    if not len(d):
+        return 0.0
+    return float((np.median(d) if statistic == "median" else d.mean()) * scale)
 
 
 def bbox_diagonal(xyz: np.ndarray) -> float:
