@@ -562,7 +562,8 @@ def _prepare_output(plan: Plan, resume: bool) -> None:
         if resume and store.exists(manifest_path):
             if store.read_json(manifest_path).get("config_hash") == plan.config_hash:
                 return   # already complete: finalize() rewrites nothing new
-        for p in store.glob(f"{out}/*.parquet") + [manifest_path, f"{out}/stats.json"]:
+        stale = [manifest_path, f"{out}/stats.json", f"{out}/report.html", f"{out}/report.json"]
+        for p in store.glob(f"{out}/*.parquet") + [p for p in stale if store.exists(p)]:
             store.rm(p)
         for d in (plan.rejected_dir, plan.work):
             store.rm(d)

@@ -107,3 +107,19 @@ def test_workers_die_with_a_killed_parent(tmp_path):
     while time.time() < deadline and any(_alive(w) for w in workers):
         time.sleep(0.2)
     assert not any(_alive(w) for w in workers), [w for w in workers if _alive(w)]
+
+
+def test_a_rerun_that_fails_leaves_no_stale_report(tmp_path):
+    cfg = _cfg(tmp_path)
+    runner.run(cfg)
+    out = tmp_path / "out"
+    assert (out / "report.html").exists()
+    bad = dict(cfg, stages=[{"stage": "slow_stage:Sleep", "seconds": 0, "fail_on_text": "document 3  with\ttext"}],
+               retries=0)
+    sys.path.insert(0, HELPERS)
+    try:
+        with pytest.raises(CorpusforgeError):
+            runner.run(bad)
+    finally:
+        sys.path.remove(HELPERS)
+    assert not (out / "report.html").exists() and not (out / "manifest.json").exists()

@@ -211,3 +211,36 @@ def test_random_window_sampling_is_deterministic_resumable_and_dp_independent():
     assert all(torch.equal(next(b)[0], e) for e in batches[123:])
     starts = torch.stack([x[:, 0] for x in batches]).flatten()
     assert starts.max() < 4500 - 8 and len(set(starts.tolist())) > 1000      # random offsets, not a grid
+
+
+def test_metrics_never_hold_two_curves_and_bad_shards_are_data_errors(tokens, tmp_path):
+    """Issue 16: metrics.jsonl had the resumed steps twice and a second curve after a fresh run into
+    an old out_dir; a truncated shard was a "config error" (exit 2); an edited row count trained."""
+    import shutil
+
+    out = tmp_path / "run"
+    common = ["log_every=1", "checkpoint_every=2"]
+    launch(tokens, out, 1, *common, "stop_at=3")
+    launch(tokens, out, 1, *common, "resume=true")
+    steps = [json.loads(l)["step"] for l in (out / "metrics.jsonl").read_text().splitlines() if '"loss"' in l]
+    assert steps == sorted(set(steps)) and steps[-1] == 4, steps          # each step once
+    launch(tokens, out, 1, *common)                                         # a fresh run into the same out_dir
+    again = [json.loads(l)["step"] for l in (out / "metrics.jsonl").read_text().splitlines() if '"loss"' in l]
+    assert again == sorted(set(again)) and again[0] == steps[0], again
+
+    bad = tmp_path / "bad"
+    shutil.copytree(tokens, bad)
+    shard = sorted(bad.glob("part-*.parquet"))[0]
+    shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
+    r = subprocess.run([sys.executable, "-m", "trainer", *[f"--set={o}" for o in TINY],
+                        f"--set=data.dataset={bad}", f"--set=out_dir={tmp_path / 'o2'}"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 1 and "data error" in r.stderr and shard.name in r.stderr, r.stderr[-2000:]
+
+    edited = tmp_path / "edited"
+    shutil.copytree(tokens, edited)
+    m = json.loads((edited / "manifest.json").read_text())
+    m["shards"][0]["rows"] += 5
+    (edited / "manifest.json").write_text(json.dumps(m))
+    r = subprocess.run([sys.executable, "-m", "trainer", *[f"--set={o}" for o in TINY],
+                        f"--set=data.dataset={edited}", f"--set=out_dir={tmp_path / 'o3'}"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 1 and "rows" in r.stderr, r.stderr[-2000:]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import warnings
 import json
+import os
 import math
 import sys
 import time
@@ -78,14 +79,37 @@ def clip_grad_norm(params, max_norm: float, pp_mesh) -> torch.Tensor:
     return total
 
 
+def open_metrics(path: Path, start: int):
+    """metrics.jsonl for appending, holding only the lines of steps up to ``start``: a fresh run
+    (start 0) replaces an old curve; a resumed one drops the steps it will log again."""
+    kept = []
+    if start and path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                if json.loads(line).get("step", 0) <= start:
+                    kept.append(line)
+            except json.JSONDecodeError:
+                continue                                  # a line cut by the kill
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in kept))
+    os.replace(tmp, path)
+    return open(path, "a")
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description="Train a GPT on a corpusforge dataset.")
     parser.add_argument("config", nargs="?", help="YAML config (trainer/configs/*.yaml)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
+    from corpusforge.errors import CorpusforgeError
+    from trainer.data import DataError
+
     try:
         cfg = load(args.config, args.set)
         return train(cfg)
+    except (DataError, CorpusforgeError) as exc:       # the data, not the config: exit 1, as the CLI does
+        print(f"data error: {exc}", file=sys.stderr)
+        raise SystemExit(1)
     except (ValueError, FileNotFoundError) as exc:
         print(f"config error: {exc}", file=sys.stderr)
         raise SystemExit(2)
@@ -166,7 +190,7 @@ def train(cfg: TrainConfig) -> dict:
         from torch.utils.tensorboard import SummaryWriter
 
         writer = SummaryWriter(str(out / "tensorboard"))
-    metrics = open(out / "metrics.jsonl", "a") if rt.is_main else None
+    metrics = open_metrics(out / "metrics.jsonl", start) if rt.is_main else None
     tokens_per_step = cfg.batch_size * cfg.model.seq_len * cfg.grad_accum * dims.dp
     if rt.is_main:
         print(f"model {n_params / 1e6:.2f}M parameters | {mode} dp={dims.dp} tp={dims.tp} pp={dims.pp} on "

@@ -98,6 +98,10 @@ class Dataset:
                 raise ManifestError(f"{shown}: missing key {key!r}")
         if manifest["format"] != FORMAT:
             raise ManifestError(f"{shown}: format is {manifest['format']!r}, expected {FORMAT!r}")
+        listed = sum(int(s.get("rows", 0)) for s in manifest["shards"])
+        if "rows" in manifest and manifest["rows"] != listed:
+            raise ManifestError(f"{shown}: rows {manifest['rows']} != {listed}, the sum of its shards' rows "
+                                f"(an edited manifest)")
         ds = cls(store.root, manifest, store)
         ds.check_schema_version()
         return ds
@@ -183,7 +187,15 @@ class Dataset:
         entry = self.manifest["shards"][index]
         path = self._path(entry["path"])
         if not verify:
-            return pq.read_table(path, columns=columns, filesystem=self.store.arrow_fs)
+            try:
+                table = pq.read_table(path, columns=columns, filesystem=self.store.arrow_fs)
+            except (OSError, pa.ArrowException) as exc:
+                raise ManifestError(f"{self.store.display(path)}: shard not readable ({exc}): truncated or altered; "
+                                    f"`corpusforge validate` checks every shard") from None
+            if table.num_rows != entry["rows"]:
+                raise ManifestError(f"{self.store.display(path)}: {table.num_rows} rows, the manifest says "
+                                    f"{entry['rows']} (altered shard or manifest)")
+            return table
         # One pass over the file's pages: memory-map it (or, on an object store, fetch it once),
         # hash the bytes in a second thread (hashlib releases the GIL) while Arrow decodes them.
         with _whole_file(self.store, path) as buf, ThreadPoolExecutor(1) as pool:
@@ -197,6 +209,9 @@ class Dataset:
                                     f"(altered or truncated shard)")
         if table is None:  # intact bytes that do not parse: let Arrow say why
             table = pq.read_table(path, columns=columns, filesystem=self.store.arrow_fs)
+        if table.num_rows != entry["rows"]:
+            raise ManifestError(f"{self.store.display(path)}: {table.num_rows} rows, the manifest says {entry['rows']} "
+                                f"(altered manifest)")
         return table
 
     def iter_tables(self, columns: list[str] | None = None, verify: bool = False) -> Iterator[pa.Table]:
