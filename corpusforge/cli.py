@@ -221,7 +221,8 @@ def cmd_compress(args) -> int:
 def cmd_serve(args) -> int:
     from flows.serve import main as serve_main
 
-    argv = ["--host", args.host, "--port", str(args.port)] + (["--no-server"] if args.no_server else [])
+    argv = ["--host", args.host, "--port", str(args.port), "--reports-port", str(args.reports_port)] + (
+        ["--no-server"] if args.no_server else [])
     return serve_main(argv + (["--base", args.base] if args.base else []))
 
 
@@ -302,6 +303,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--host", default="127.0.0.1", help="server address (default: loopback only)")
     sv.add_argument("--port", type=int, default=4200)
     sv.add_argument("--no-server", action="store_true", help="serve to the server PREFECT_API_URL names")
+    sv.add_argument("--reports-port", type=int, default=4201,
+                    help="port of the loopback report server the UI's report links open (default 4201)")
     sv.add_argument("--base", help="folder relative config paths are resolved against (default: here)")
     sv.set_defaults(fn=cmd_serve)
     mx = sub.add_parser("mix", help="mix cleaned datasets into a training set (proportions, curriculum)")

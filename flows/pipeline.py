@@ -43,9 +43,7 @@ from corpusforge.errors import UnitsFailed  # noqa: E402
 from corpusforge.io.storage import Store  # noqa: E402
 
 
-def link(path: str) -> str:
-    """A clickable address for a file: file:// for a local path, the URL itself otherwise."""
-    return path if "://" in path else Path(path).resolve().as_uri()
+from flows.reports import report_link as link  # noqa: E402  (the address artifacts show)
 
 
 @task(name="unit", retry_delay_seconds=1, cache_policy=NO_CACHE, task_run_name="segment {segment} unit {unit_index}")

@@ -109,7 +109,12 @@ def main(argv=None) -> int:
     p.add_argument("--port", type=int, default=4200)
     p.add_argument("--no-server", action="store_true", help="use the server PREFECT_API_URL names")
     p.add_argument("--base", default=str(Path.cwd()), help="folder relative config paths are resolved against")
+    p.add_argument("--reports-port", type=int, default=4201,
+                   help="port of the report server the UI's report links use (127.0.0.1; 0: any free port)")
     args = p.parse_args(argv)
+    from flows import reports
+
+    _, reports_url = reports.start("127.0.0.1", args.reports_port)
     server = None
     if not args.no_server:
         server = start_server(args.host, args.port)
@@ -120,7 +125,8 @@ def main(argv=None) -> int:
         return 2
     try:
         wait_healthy(api)
-        print(f"Prefect UI: {api.removesuffix('/api')}  (deployments: corpusforge-pipeline/pipeline, ...)", flush=True)
+        print(f"Prefect UI: {api.removesuffix('/api')}  (deployments: corpusforge-pipeline/pipeline, ...); "
+              f"reports: {reports_url}", flush=True)
         from prefect import serve
 
         serve(*deployments(args.base))

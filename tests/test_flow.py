@@ -3,6 +3,8 @@
 import hashlib
 import json
 
+import pytest
+
 
 from conftest import text_config
 
@@ -54,3 +56,31 @@ def test_flow_reruns_write_their_files(tmp_path, monkeypatch):
     assert _digest(tmp_path / "b") == reference
     pipeline_flow(cfg_b, resume=True)                     # resume of a complete run
     assert _digest(tmp_path / "b") == reference
+
+
+def test_report_links_open_through_the_loopback_report_server(tmp_path, monkeypatch):
+    """Issue 16: file:// report links on the Prefect UI's http page do not open in browsers."""
+    import urllib.error
+    import urllib.request
+
+    from corpusforge import runner
+    from flows import reports
+
+    monkeypatch.delenv(reports.ENV, raising=False)
+    (tmp_path / "in.jsonl").write_text(json.dumps({"text": "hello world"}) + "\n")
+    runner.run(text_config([{"format": "jsonl", "paths": [str(tmp_path / "in.jsonl")], "source": "s"}], tmp_path / "d"))
+    assert reports.report_link(str(tmp_path / "d" / "report.html")).startswith("file://")
+    server, url = reports.start("127.0.0.1", 0)
+    monkeypatch.setenv(reports.ENV, url)            # restored after the test
+    try:
+        link = reports.report_link(str(tmp_path / "d" / "report.html"))
+        assert link.startswith(url + "/report?path=")
+        with urllib.request.urlopen(link, timeout=10) as r:
+            assert r.status == 200 and b"<html" in r.read().lower()
+        (tmp_path / "secret.txt").write_text("no")
+        for other in (str(tmp_path / "secret.txt"), "/etc/hostname", str(tmp_path / "d" / "manifest.json")):
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(f"{url}/report?path={other}", timeout=10)
+            assert err.value.code == 403
+    finally:
+        server.shutdown()
