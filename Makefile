@@ -57,16 +57,16 @@ demo: $(STAMP)
 	$(VENV)/bin/corpusforge inspect out/demo/text --rows 1
 	@echo
 	@echo "Demo output:"
-	@echo "  text:         out/demo/text/manifest.json   (rejected rows: out/demo/text/rejected/, stats: out/demo/text/stats.json)"
-	@echo "  tokens:       out/demo/tokens/manifest.json (tokenizer: out/demo/tokens/tokenizer.json)"
-	@echo "  training set: out/demo/mix/manifest.json (mixed by token share, curriculum order)"
+	@echo "  text:         out/demo/text/_manifest.json   (rejected rows: out/demo/text/_rejected/, stats: out/demo/text/_stats.json)"
+	@echo "  tokens:       out/demo/tokens/_manifest.json (tokenizer: out/demo/tokens/tokenizer.json)"
+	@echo "  training set: out/demo/mix/_manifest.json (mixed by token share, curriculum order)"
 	@echo "  training run: out/demo/train (metrics.jsonl, summary.json, checkpoints/, tensorboard/)"
 	@echo "  compressed:   out/demo/compress (int8 weight-only model + report.md)"
 	@echo "Reports (open in a browser, offline):"
-	@echo "  out/demo/text/report.html  out/demo/mix/report.html  out/demo/images/report.html  out/demo/pointclouds/report.html"
-	@echo "  images:       out/demo/images/manifest.json"
+	@echo "  out/demo/text/_report.html  out/demo/mix/_report.html  out/demo/images/_report.html  out/demo/pointclouds/_report.html"
+	@echo "  images:       out/demo/images/_manifest.json"
 	@echo "  acquisition:  out/demo/acquire/{text,images,pointclouds} (WARC, chats, CSV, save_to_disk, COCO, tar, KITTI, LAZ, meshes)"
-	@echo "  point clouds: out/demo/pointclouds/manifest.json"
+	@echo "  point clouds: out/demo/pointclouds/_manifest.json"
 
 test: $(STAMP) testdeps
 	$(PY) -m pytest -q -n 2 --dist loadfile $(PYTEST_ARGS)

@@ -33,7 +33,7 @@ def run(n_en=300, n_zh=300, config: dict | None = None) -> tuple[dict, dict]:
                "stages": [{"stage": "text.langid"}, {"stage": "text.near_dedup", **(config or {})}],
                "output": {"path": str(tmp / "out")}}
         summary = runner.run(cfg)
-        rows = Dataset.open(tmp / "out").read().to_pylist() + Dataset.open(tmp / "out" / "rejected").read().to_pylist()
+        rows = Dataset.open(tmp / "out").read().to_pylist() + Dataset.open(tmp / "out" / "_rejected").read().to_pylist()
     cluster = [None] * len(docs)
     for r in rows:
         cluster[json.loads(r["meta"])["i"]] = r["tag_minhash_cluster"]

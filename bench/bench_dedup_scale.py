@@ -80,13 +80,13 @@ def run(n: int) -> dict:
     rc, seconds, rss_kb = res.stdout.strip().splitlines()[-1].split()
     if rc != "0":
         raise RuntimeError(res.stderr[-2000:])
-    stats = json.loads((out / "stats.json").read_text())
+    stats = json.loads((out / "_stats.json").read_text())
     nd = stats["stages"]["02:text.near_dedup"]
     import polars as pl
 
-    rej = pl.scan_parquet(str(out / "rejected" / "*.parquet")).select("meta", "reject_reason").collect()
+    rej = pl.scan_parquet(str(out / "_rejected" / "*.parquet")).select("meta", "reject_reason").collect()
     planted_total = sum(pl.scan_parquet(str(f)).select(pl.col("meta").str.contains('"planted": true').sum())
-                        .collect().item() for f in [out / "*.parquet", out / "rejected" / "*.parquet"])
+                        .collect().item() for f in [out / "*.parquet", out / "_rejected" / "*.parquet"])
     caught = rej.filter(pl.col("meta").str.contains('"planted": true')
                         & pl.col("reject_reason").is_in(["near_duplicate", "duplicate"])).height
     shutil.rmtree(out, ignore_errors=True)

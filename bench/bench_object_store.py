@@ -33,7 +33,7 @@ from bench_dedup_scale import make_input  # noqa: E402
 WORK = ROOT / "bench" / "_data" / "object_store"
 STAGES = [{"stage": "text.normalize"}, {"stage": "text.quality"}, {"stage": "text.exact_dedup"},
           {"stage": "text.near_dedup"}]
-VIEWS = {"stats.json", "report.json", "report.html"}
+VIEWS = {"_stats.json", "_report.json", "_report.html"}
 
 
 def run(inputs: str, out: str, env: dict) -> float:

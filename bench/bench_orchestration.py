@@ -101,7 +101,7 @@ def main() -> None:
         t2, m2 = measured(flow + [str(config(data, runs / "dask2")), "--dask-workers", "2"], env)
         print(f"| Prefect flow on Dask, 2 workers | {t2:.1f} | {m2:.0f} | {t2 / t_cli:.2f} (2 vs 1 worker: {t1 / t2:.2f}x faster) |",
               flush=True)
-        same = all((runs / r / "manifest.json").read_text() == (runs / "cli" / "manifest.json").read_text()
+        same = all((runs / r / "_manifest.json").read_text() == (runs / "cli" / "_manifest.json").read_text()
                    for r in ("flow", "dask1", "dask2"))
         print(f"\nmanifests identical to the CLI's (shard sha256s included): {same}\n")
         print("| documents | MB | Dask, 2 workers: seconds | peak MB per process | s per 10k docs |")

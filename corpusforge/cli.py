@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from corpusforge.errors import ConfigError, CorpusforgeError
+from corpusforge.io.dataset import LEGACY_MANIFEST, MANIFEST, REJECTED, REPORT_HTML, STATS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 console = Console(stderr=True, soft_wrap=True)   # never break a message across lines in logs
@@ -65,8 +66,8 @@ def cmd_run(args) -> int:
                       _reasons(st["rejected_by_reason"]), f"{st['seconds'] + st.get('resolve_seconds', 0):.2f}")
     if not args.quiet:
         out.print(table)
-    out.print(f"output:   {summary.out}/manifest.json\nrejected: {summary.out}/rejected/manifest.json\n"
-              f"stats:    {summary.out}/stats.json\nreport:   {summary.out}/report.html")
+    out.print(f"output:   {summary.out}/{MANIFEST}\nrejected: {summary.out}/{REJECTED}/{MANIFEST}\n"
+              f"stats:    {summary.out}/{STATS}\nreport:   {summary.out}/{REPORT_HTML}")
     if summary.skipped_steps:
         out.print(f"resumed: {summary.skipped_steps} finished step(s) skipped")
     return EXIT_OK
@@ -124,8 +125,8 @@ def cmd_validate(args) -> int:
 
     ds = Dataset.open(args.path)
     datasets = [ds]
-    rejected_dir = ds.store.join("rejected")
-    if ds.store.exists(f"{rejected_dir}/manifest.json"):
+    rejected_dir = ds.store.join(REJECTED)
+    if ds.store.exists(f"{rejected_dir}/{MANIFEST}"):
         datasets.append(Dataset.open(ds.store.display(rejected_dir)))
     failed = False
     for ds in datasets:
@@ -160,7 +161,7 @@ def _texts_from(path: str, limit: int | None, min_chars: int, text_field: str = 
     from corpusforge.io.readers.text import TextReader
 
     p = Path(path)
-    if p.is_dir() and (p / "manifest.json").exists():
+    if p.is_dir() and ((p / MANIFEST).exists() or (p / LEGACY_MANIFEST).exists()):
         texts = Dataset.open(p).read(columns=["text"]).column("text").to_pylist()
     elif p.is_dir():   # a folder of text files, one document each
         reader = TextReader(TextReader.Config(paths=[path], source="train"), kind="text")
@@ -239,8 +240,8 @@ def cmd_mix(args) -> int:
         table.add_row(name, f"{m['requested_share']:.1%}", f"{m['achieved_share']:.1%}", f"{m['available']:,}",
                       f"{m['repeats']:.2f}x")
     out.print(table)
-    out.print(f"output: {cfg.output.path}/manifest.json  (order: {stats['order']['description']})\n"
-              f"report: {cfg.output.path}/report.html")
+    out.print(f"output: {cfg.output.path}/{MANIFEST}  (order: {stats['order']['description']})\n"
+              f"report: {cfg.output.path}/{REPORT_HTML}")
     return EXIT_OK
 
 
@@ -313,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     mx.set_defaults(fn=cmd_mix)
     rp = sub.add_parser("report", help="write a self-contained HTML report and a JSON summary of a dataset")
     rp.add_argument("dataset")
-    rp.add_argument("--out", help="folder for report.html and report.json (default: the dataset's)")
+    rp.add_argument("--out", help="folder for _report.html and _report.json (default: the dataset's)")
     rp.set_defaults(fn=cmd_report)
     return p
 

@@ -12,9 +12,9 @@ How a run is cut up
 
 What is on disk
 ---------------
-``<out>/part-UUUUU-NNNNN.parquet`` + ``manifest.json``      kept rows (last segment)
-``<out>/rejected/part-UUUUU-S-NNNNN.parquet`` + manifest    rejected rows, with stage and reason
-``<out>/stats.json``                                         per-stage stats and the accounting check
+``<out>/part-UUUUU-NNNNN.parquet`` + ``_manifest.json``     kept rows (last segment)
+``<out>/_rejected/part-UUUUU-S-NNNNN.parquet`` + manifest   rejected rows, with stage and reason
+``<out>/_stats.json``                                        per-stage stats and the accounting check
 ``<out>/_work/``                                             intermediate shards, fingerprints, decisions,
                                                              and one ``done`` marker per finished step
 
@@ -45,7 +45,8 @@ import pyarrow.parquet as pq
 from corpusforge import __version__, schemas
 from corpusforge.config import PipelineConfig, from_dict
 from corpusforge.errors import AccountingError, ConfigError, CorpusforgeError, UnitsFailed
-from corpusforge.io.dataset import MANIFEST, build_manifest, write_manifest
+from corpusforge.io.dataset import (LEGACY_MANIFEST, MANIFEST, REJECTED, REPORT_HTML, REPORT_JSON, STATS,
+                                   build_manifest, write_manifest)
 from corpusforge.io.readers.base import ReadBatch, Reader, file_error_row, file_size, file_stamp, input_path
 from corpusforge.io.storage import Store, prune_scratch, scratch_dir
 from corpusforge.io.writer import ShardInfo, ShardWriter
@@ -88,7 +89,7 @@ class Plan:
         self.base = Path(base) if base else Path.cwd()
         self.store = Store(config.output.path, base=self.base)
         self.out = self.store.root                      # paths below are paths of self.store
-        self.rejected_dir = self.store.join("rejected")
+        self.rejected_dir = self.store.join(REJECTED)
         self.work = self.store.join("_work")
         self.record_schema = schemas.load(config.kind)
         self.readers: list[Reader] = config.readers(base=self.base)
@@ -556,16 +557,17 @@ def _prepare_output(plan: Plan, resume: bool) -> None:
                                    "resuming would mix two input sets: run without --resume to start over")
         return
     if not store.is_empty_dir(out):
-        ours = store.exists(manifest_path) or store.exists(plan.work)
+        ours = store.exists(manifest_path) or store.exists(f"{out}/{LEGACY_MANIFEST}") or store.exists(plan.work)
         if not ours:
             raise CorpusforgeError(f"{store.url} exists and is not a corpusforge output folder; choose an empty or new path")
         if resume and store.exists(manifest_path):
             if store.read_json(manifest_path).get("config_hash") == plan.config_hash:
                 return   # already complete: finalize() rewrites nothing new
-        stale = [manifest_path, f"{out}/stats.json", f"{out}/report.html", f"{out}/report.json"]
+        stale = [manifest_path, f"{out}/{STATS}", f"{out}/{REPORT_HTML}", f"{out}/{REPORT_JSON}",
+                 *(f"{out}/{name}" for name in (LEGACY_MANIFEST, "stats.json", "report.html", "report.json"))]
         for p in store.glob(f"{out}/*.parquet") + [p for p in stale if store.exists(p)]:
             store.rm(p)
-        for d in (plan.rejected_dir, plan.work):
+        for d in (plan.rejected_dir, plan.work, f"{out}/rejected"):
             store.rm(d)
     store.makedirs(plan.work)
     store.write_json(run_file, {"config_hash": plan.config_hash, "config": plan.config.model_dump(mode="json"),
@@ -640,7 +642,7 @@ def _already_complete(plan: Plan) -> RunSummary:
                                "run without --resume to rebuild")
     if not plan.config.output.keep_work and store.exists(plan.work):
         store.rm(plan.work)
-    stats = store.read_json(f"{plan.out}/stats.json")
+    stats = store.read_json(f"{plan.out}/{STATS}")
     return RunSummary(store.url, manifest["rows"], stats["totals"]["rejected"], stats,
                       skipped_steps=len(plan.segments) * len(plan.units))
 
@@ -677,7 +679,7 @@ def finalize(plan: Plan, results: list[list[UnitResult]], wall_seconds: float = 
                                   sources=_source_counts(store, plan.rejected_dir, rejected_shards))
     store.makedirs(plan.rejected_dir)
     write_manifest(plan.rejected_dir, rej_manifest, store=store)
-    store.write_json(f"{plan.out}/stats.json", stats)
+    store.write_json(f"{plan.out}/{STATS}", stats)
     write_manifest(plan.out, kept_manifest, store=store)   # last: its presence means the run is complete
     if not plan.config.output.keep_work:
         store.rm(plan.work)

@@ -40,6 +40,7 @@ from prefect.cache_policies import NO_CACHE  # noqa: E402
 from corpusforge import runner  # noqa: E402
 from corpusforge.config import PipelineConfig, from_dict, load_config  # noqa: E402
 from corpusforge.errors import UnitsFailed  # noqa: E402
+from corpusforge.io.dataset import REPORT_HTML  # noqa: E402
 from corpusforge.io.storage import Store  # noqa: E402
 
 
@@ -116,7 +117,7 @@ def pipeline_flow(config: dict, resume: bool = False, base: str | None = None) -
     create_markdown_artifact(summary_markdown(cfg.name, summary), key=f"{key}-summary",
                              description=f"corpusforge run {cfg.name}")
     store = Store(summary.out)
-    report = store.join("report.html")
+    report = store.join(REPORT_HTML)
     if store.exists(report):
         create_link_artifact(link(store.display(report)), link_text=f"{cfg.name} report", key=f"{key}-report")
     print(f"{cfg.name}: {totals['entered']} in, {totals['kept']} kept, {totals['rejected']} rejected -> {summary.out}")

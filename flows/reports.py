@@ -4,8 +4,8 @@ Browsers refuse ``file://`` links from an ``http://`` page, so a report link on 
 did not open. ``corpusforge serve`` starts this server beside Prefect's (127.0.0.1, port 4201 by
 default) and sets ``CORPUSFORGE_REPORTS_URL``; flows then link ``/report?path=...``.
 
-It serves one kind of file only: a ``report.html`` whose folder is a corpusforge dataset (a
-``manifest.json`` beside it), read-only. Any other path is refused (403), so the server cannot
+It serves one kind of file only: a ``_report.html`` whose folder is a corpusforge dataset (a
+``_manifest.json`` beside it), read-only. Any other path is refused (403), so the server cannot
 be used to read other files of the machine.
 """
 
@@ -17,8 +17,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, quote, urlparse
 
+from corpusforge.io.dataset import MANIFEST
+from corpusforge.io.dataset import REPORT_HTML as REPORT
+
 ENV = "CORPUSFORGE_REPORTS_URL"
-REPORT = "report.html"
 
 
 def report_link(path: str) -> str:
@@ -34,7 +36,7 @@ def report_link(path: str) -> str:
 def servable(path: str) -> Path | None:
     """The report file ``path`` names, when it is one this server may serve."""
     p = Path(path).resolve()
-    if p.name != REPORT or not p.is_file() or not (p.parent / "manifest.json").is_file():
+    if p.name != REPORT or not p.is_file() or not (p.parent / MANIFEST).is_file():
         return None
     return p
 

@@ -226,9 +226,9 @@ def test_demo_acquisition_configs_account_for_everything(tmp_path, name):
         inp["paths"] = [str(ROOT / p) for p in inp["paths"]]
     cfg["output"]["path"] = str(tmp_path / "out")
     runner.run(cfg)
-    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    stats = json.loads((tmp_path / "out" / "_stats.json").read_text())
     kept = pq.read_table(list((tmp_path / "out").glob("*.parquet"))).num_rows
-    rejected = sum(pq.read_metadata(f).num_rows for f in (tmp_path / "out" / "rejected").glob("*.parquet"))
+    rejected = sum(pq.read_metadata(f).num_rows for f in (tmp_path / "out" / "_rejected").glob("*.parquet"))
     created = sum(s.get("created", 0) for s in stats["stages"].values())
     assert stats["read"]["records"] + stats["read"]["rejected"] + created == kept + rejected
     assert kept > 0 and rejected > 0

@@ -37,7 +37,7 @@ def run_text(tmp_path, inputs, stages=None, **kw):
 
 
 def read_rejected(out: Path):
-    parts = sorted((out / "rejected").glob("*.parquet"))
+    parts = sorted((out / "_rejected").glob("*.parquet"))
     return pa.concat_tables([pq.read_table(p) for p in parts], promote_options="default") if parts else None
 
 
@@ -326,7 +326,7 @@ def test_report_never_shows_values_the_pipeline_scrubs(tmp_path):
     summary, out, rejected = run_text(tmp_path, [{"format": "jsonl", "paths": [str(tmp_path / "in")], "source": "s"}],
                                       stages)
     assert "anna.lee@example.org" in rejected.column("text")[0].as_py()      # the quarantine keeps it (default)
-    html = (out / "report.html").read_text()
+    html = (out / "_report.html").read_text()
     assert "Write to <EMAIL>" in html or "Write to &lt;EMAIL&gt;" in html
     assert "@example" not in html and "anna.lee" not in html and "bob.stone" not in html
 

@@ -23,10 +23,10 @@ def test_run_inspect_validate(tmp_path):
     cfg = _setup(tmp_path)
     r = _run("run", str(cfg))
     assert r.returncode == 0, r.stderr
-    assert "51 records in, 20 kept, 31 rejected" in r.stdout and "manifest.json" in r.stdout
+    assert "51 records in, 20 kept, 31 rejected" in r.stdout and "_manifest.json" in r.stdout
     r = _run("inspect", str(tmp_path / "out"), "--rows", "2")
     assert r.returncode == 0 and "text v1.0.0" in r.stdout and "20 in 1 shard" in r.stdout and "doc 0" in r.stdout
-    r = _run("inspect", str(tmp_path / "out" / "rejected"), "--rows", "1")
+    r = _run("inspect", str(tmp_path / "out" / "_rejected"), "--rows", "1")
     assert "reject_reason: invalid_json" in r.stdout
     r = _run("validate", str(tmp_path / "out"))
     assert r.returncode == 0 and r.stdout.count("OK") == 2

@@ -11,7 +11,7 @@ from conftest import text_config
 
 def _digest(out):
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(out.rglob("*.parquet"))} | {
-        "manifest": hashlib.sha256((out / "manifest.json").read_bytes()).hexdigest()}
+        "manifest": hashlib.sha256((out / "_manifest.json").read_bytes()).hexdigest()}
 
 
 def test_prefect_flow_matches_cli_run(tmp_path, monkeypatch):
@@ -69,16 +69,16 @@ def test_report_links_open_through_the_loopback_report_server(tmp_path, monkeypa
     monkeypatch.delenv(reports.ENV, raising=False)
     (tmp_path / "in.jsonl").write_text(json.dumps({"text": "hello world"}) + "\n")
     runner.run(text_config([{"format": "jsonl", "paths": [str(tmp_path / "in.jsonl")], "source": "s"}], tmp_path / "d"))
-    assert reports.report_link(str(tmp_path / "d" / "report.html")).startswith("file://")
+    assert reports.report_link(str(tmp_path / "d" / "_report.html")).startswith("file://")
     server, url = reports.start("127.0.0.1", 0)
     monkeypatch.setenv(reports.ENV, url)            # restored after the test
     try:
-        link = reports.report_link(str(tmp_path / "d" / "report.html"))
+        link = reports.report_link(str(tmp_path / "d" / "_report.html"))
         assert link.startswith(url + "/report?path=")
         with urllib.request.urlopen(link, timeout=10) as r:
             assert r.status == 200 and b"<html" in r.read().lower()
         (tmp_path / "secret.txt").write_text("no")
-        for other in (str(tmp_path / "secret.txt"), "/etc/hostname", str(tmp_path / "d" / "manifest.json")):
+        for other in (str(tmp_path / "secret.txt"), "/etc/hostname", str(tmp_path / "d" / "_manifest.json")):
             with pytest.raises(urllib.error.HTTPError) as err:
                 urllib.request.urlopen(f"{url}/report?path={other}", timeout=10)
             assert err.value.code == 403

@@ -370,7 +370,7 @@ def test_demo_image_pipeline(tmp_path):
     cfg["inputs"][0]["paths"] = [str(SAMPLES / "images")]
     cfg["output"]["path"] = str(tmp_path / "out")
     runner.run(cfg)
-    stats = json.loads((tmp_path / "out" / "stats.json").read_text())
+    stats = json.loads((tmp_path / "out" / "_stats.json").read_text())
     text = json.dumps(stats)
     for reason in ("truncated_image", "empty_file", "corrupt_image", "animated", "low_resolution", "low_contrast",
                    "blurry", "near_duplicate"):
@@ -378,7 +378,7 @@ def test_demo_image_pipeline(tmp_path):
     assert '"clusters": 1' in text
     files = len(list((SAMPLES / "images").iterdir()))
     assert stats["read"]["files"] == files
-    rejected = pq.read_table(list((tmp_path / "out" / "rejected").glob("*.parquet")))
+    rejected = pq.read_table(list((tmp_path / "out" / "_rejected").glob("*.parquet")))
     kept = pq.read_table(list((tmp_path / "out").glob("*.parquet")))
     originals = kept.filter(pa.compute.is_null(kept.column("tag_augment_parent")))
     assert originals.num_rows + rejected.num_rows == files

@@ -22,7 +22,7 @@ from corpusforge.io.dataset import Dataset
 
 TEXT_STAGES = [{"stage": "text.normalize"}, {"stage": "text.exact_dedup"}, {"stage": "text.near_dedup"},
                {"stage": "text.line_dedup"}]
-VIEWS = {"stats.json", "report.json", "report.html"}
+VIEWS = {"_stats.json", "_report.json", "_report.html"}
 
 
 def _store_bytes(fs, root: str) -> dict:
@@ -54,7 +54,7 @@ def test_memory_store_text_with_every_global_stage_matches_local(tmp_path):
     assert remote.stats["totals"] == local.stats["totals"]
     # nothing left behind: no _work, no staging files; the report was written beside the data
     names = {p.rsplit("/", 1)[1] for p in fs.find("/cf-text/out")}
-    assert "report.html" in names and not any(n.startswith(".") for n in names)
+    assert "_report.html" in names and not any(n.startswith(".") for n in names)
     assert not fs.exists("/cf-text/out/_work")
     ds = Dataset.open(url)
     assert ds.verify() == [] and ds.read().num_rows == local.kept_rows
@@ -144,7 +144,7 @@ def test_s3_output_killed_mid_run_resumes_byte_identical(s3, tmp_path):
     proc.wait()
     out = f"{bucket}/out".split("://", 1)[1]
     fs.invalidate_cache()
-    assert not fs.exists(f"{out}/manifest.json"), "run finished before it could be killed"
+    assert not fs.exists(f"{out}/_manifest.json"), "run finished before it could be killed"
     assert 2 <= done_markers() < 6
     for p in fs.glob(f"{out}/**/*.parquet"):              # nothing half-written under a final key
         with fs.open(p, "rb") as f:
@@ -199,9 +199,9 @@ def test_mix_and_trainer_read_datasets_on_s3(s3, tmp_path):
     for name, n, mean, seed in (("web", 300, 60, 1), ("books", 80, 150, 2)):
         make_source(tmp_path / name, name, n, mean, seed)
         tok.save(str(tmp_path / name / "tokenizer.json"))
-        manifest = json.loads((tmp_path / name / "manifest.json").read_text())
+        manifest = json.loads((tmp_path / name / "_manifest.json").read_text())
         manifest["artifacts"] = {"tokenizer": "tokenizer.json"}
-        (tmp_path / name / "manifest.json").write_text(json.dumps(manifest))
+        (tmp_path / name / "_manifest.json").write_text(json.dumps(manifest))
         _upload(fs, tmp_path / name, f"{bucket}/{name}")
 
     def mix(root: str, out: str) -> None:
@@ -213,7 +213,7 @@ def test_mix_and_trainer_read_datasets_on_s3(s3, tmp_path):
     mix(str(tmp_path), str(tmp_path / "mix"))
     mix(bucket, f"{bucket}/mix")
     shards = {k: v for k, v in _store_bytes(fs, f"{bucket}/mix").items() if k.endswith((".parquet", ".json"))
-              and k != "manifest.json"}                       # the manifest's lineage names the source paths
+              and k != "_manifest.json"}                       # the manifest's lineage names the source paths
     assert shards == {k: v for k, v in _tree_bytes(tmp_path / "mix").items() if k in shards} and len(shards) > 1
     remote = TokenStream.open(f"{bucket}/mix", tmp_path / "cache_remote")
     local = TokenStream.open(tmp_path / "mix", tmp_path / "cache_local")

@@ -76,7 +76,7 @@ print(json.dumps({"states": states}))
     finally:
         serve.terminate()
         serve.wait(timeout=60)
-    manifest = json.loads((tmp_path / "via_ui" / "manifest.json").read_text())
+    manifest = json.loads((tmp_path / "via_ui" / "_manifest.json").read_text())
     reference = _cfg(tmp_path, out="ref")
     from corpusforge import runner
 
@@ -170,7 +170,7 @@ def test_failing_shard_is_retried_then_reported_and_the_rest_kept(server, tmp_pa
     assert r.returncode != 0
     assert "1 of 6 units failed after retries" in r.stderr and "unit 3: RuntimeError: planted failure" in r.stderr
     done = sorted(p.name for p in (tmp_path / "flow" / "_work" / "seg0").glob("*.done.json"))
-    assert len(done) == 5 and not (tmp_path / "flow" / "manifest.json").exists()
+    assert len(done) == 5 and not (tmp_path / "flow" / "_manifest.json").exists()
     # the CLI says the same and exits 1; after the cause is fixed, --resume finishes the rest only
     cli = [sys.executable, "-m", "corpusforge", "run", str(_write(dict(cfg, output={"path": str(tmp_path / "cli")}),
                                                                   tmp_path / "d.yaml")), "-q"]
@@ -190,7 +190,7 @@ def test_kill_9_flow_mid_run_then_resume_is_byte_identical(server, tmp_path):
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)                    # the flow and anything it started
     proc.wait()
-    assert not (tmp_path / "flow" / "manifest.json").exists(), "the flow finished before it could be killed"
+    assert not (tmp_path / "flow" / "_manifest.json").exists(), "the flow finished before it could be killed"
     for p in (tmp_path / "flow").rglob("*.parquet"):
         pq.read_metadata(p)                                # nothing half-written under a final name
     r = _flow(server, path, "--resume")
@@ -217,7 +217,7 @@ def test_disk_full_is_a_clear_error_and_leaves_no_dataset(tmp_path):
     assert r.returncode == 1
     message = r.stderr + r.stdout
     assert "File too large" in message and str(tmp_path / "full") in message
-    assert not (tmp_path / "full" / "manifest.json").exists()
+    assert not (tmp_path / "full" / "_manifest.json").exists()
     for p in (tmp_path / "full").glob("*.parquet"):
         pq.read_metadata(p)
 
@@ -233,7 +233,7 @@ def test_kill_9_dask_run_then_resume_is_byte_identical(server, tmp_path):
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)                    # the flow, the scheduler and the workers
     proc.wait()
-    assert not (tmp_path / "flow" / "manifest.json").exists(), "the run finished before it could be killed"
+    assert not (tmp_path / "flow" / "_manifest.json").exists(), "the run finished before it could be killed"
     r = _flow(server, path, "--resume", "--dask-workers", "2")
     assert r.returncode == 0, r.stderr[-3000:]
     from corpusforge import runner

@@ -145,7 +145,7 @@ def _run(tmp_path, inputs, stages):
            "output": {"path": str(tmp_path / "out")}}
     summary = runner.run(cfg)
     kept = pq.read_table([p for p in (tmp_path / "out").glob("*.parquet")])
-    rej_files = list((tmp_path / "out" / "rejected").glob("*.parquet"))
+    rej_files = list((tmp_path / "out" / "_rejected").glob("*.parquet"))
     rejected = pq.read_table(rej_files) if rej_files else None
     return summary, kept, rejected
 

@@ -26,8 +26,8 @@ def run(tmp_path_factory):
 
 def test_report_numbers_equal_the_stats(run):
     tmp, summary = run
-    rep = json.loads((tmp / "text" / "report.json").read_text())
-    stats = json.loads((tmp / "text" / "stats.json").read_text())
+    rep = json.loads((tmp / "text" / "_report.json").read_text())
+    stats = json.loads((tmp / "text" / "_stats.json").read_text())
     assert rep["totals"] == stats["totals"]
     stages = {f["stage"]: f for f in rep["funnel"]}
     for v in stats["stages"].values():
@@ -39,17 +39,17 @@ def test_report_numbers_equal_the_stats(run):
     assert {f"found_{k}": n for k, n in rep["pii"]["replaced_by_type"].items() if n} == pii_counts
     assert "EMAIL_ADDRESS" in rep["pii"]["active_entities"] and "PERSON" not in rep["pii"]["active_entities"]
     assert rep["dedup"]["clusters"] == stats["stages"]["06:text.near_dedup"]["counters"]["clusters"]
-    html = (tmp / "text" / "report.html").read_text()
+    html = (tmp / "text" / "_report.html").read_text()
     assert f"{stats['totals']['kept']:,} kept" in html
 
 
 def test_report_is_self_contained(run):
     tmp, _ = run
     for name in ("text", "images"):
-        html = (tmp / name / "report.html").read_text()
+        html = (tmp / name / "_report.html").read_text()
         assert "<script" not in html.lower()
         assert not re.search(r"""(src|href)\s*=\s*['"](https?:)?//""", html), "external reference"
-    assert "data:image/jpeg;base64," in (tmp / "images" / "report.html").read_text()
+    assert "data:image/jpeg;base64," in (tmp / "images" / "_report.html").read_text()
 
 
 def test_report_opens_in_headless_chromium_without_network(run, tmp_path):
@@ -63,7 +63,7 @@ def test_report_opens_in_headless_chromium_without_network(run, tmp_path):
                         "--disable-background-networking", "--disable-component-update", "--disable-sync",
                         f"--user-data-dir={tmp_path / 'profile'}", "--proxy-server=127.0.0.1:9",
                         "--host-resolver-rules=MAP * ~NOTFOUND", "--enable-logging=stderr", "--v=0",
-                        "--window-size=1100,3000", f"--screenshot={shot}", (tmp / "text" / "report.html").as_uri()],
+                        "--window-size=1100,3000", f"--screenshot={shot}", (tmp / "text" / "_report.html").as_uri()],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert shot.exists() and shot.stat().st_size > 20_000

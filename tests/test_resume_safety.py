@@ -20,7 +20,7 @@ def test_resume_refuses_an_added_input_file_naming_it(tmp_path):
     cfg = _cfg(tmp_path)
     cfg["output"]["keep_work"] = True
     runner.run(cfg)
-    (tmp_path / "out" / "manifest.json").unlink()                 # as if killed before the end
+    (tmp_path / "out" / "_manifest.json").unlink()                 # as if killed before the end
     (tmp_path / "in" / "part99.jsonl").write_text(json.dumps({"text": "arrived later"}) + "\n")
     with pytest.raises(CorpusforgeError, match=r"inputs changed.*added 1: .*part99\.jsonl"):
         runner.run(cfg, resume=True)
@@ -30,7 +30,7 @@ def test_resume_refuses_a_changed_input_file(tmp_path):
     cfg = _cfg(tmp_path)
     cfg["output"]["keep_work"] = True
     runner.run(cfg)
-    (tmp_path / "out" / "manifest.json").unlink()
+    (tmp_path / "out" / "_manifest.json").unlink()
     with open(tmp_path / "in" / "part02.jsonl", "a") as f:
         f.write(json.dumps({"text": "appended"}) + "\n")
     with pytest.raises(CorpusforgeError, match=r"changed 1: .*part02\.jsonl"):
@@ -113,7 +113,7 @@ def test_a_rerun_that_fails_leaves_no_stale_report(tmp_path):
     cfg = _cfg(tmp_path)
     runner.run(cfg)
     out = tmp_path / "out"
-    assert (out / "report.html").exists()
+    assert (out / "_report.html").exists()
     bad = dict(cfg, stages=[{"stage": "slow_stage:Sleep", "seconds": 0, "fail_on_text": "document 3  with\ttext"}],
                retries=0)
     sys.path.insert(0, HELPERS)
@@ -122,4 +122,4 @@ def test_a_rerun_that_fails_leaves_no_stale_report(tmp_path):
             runner.run(bad)
     finally:
         sys.path.remove(HELPERS)
-    assert not (out / "report.html").exists() and not (out / "manifest.json").exists()
+    assert not (out / "_report.html").exists() and not (out / "_manifest.json").exists()

@@ -36,9 +36,9 @@ def _docs(tmp_path, n_files=6, per_file=50, dup_every=7):
 
 
 def _tree_bytes(out: Path) -> dict:
-    """Hashes of the dataset's files: shards and manifests. stats.json (timings) and the report
+    """Hashes of the dataset's files: shards and manifests. _stats.json (timings) and the report
     (which names the output folder) are views of the run, not the dataset."""
-    views = {"stats.json", "report.json", "report.html"}
+    views = {"_stats.json", "_report.json", "_report.html"}
     return {str(p.relative_to(out)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(out.rglob("*")) if p.is_file() and p.name not in views and "_work" not in p.parts}
 
@@ -60,7 +60,7 @@ def test_accounting_and_outputs(tmp_path):
     # 60 docs share 7 texts across files: 53 duplicates removed across units
     assert dedup["rejected_by_reason"] == {"duplicate": 53} and dedup["counters"]["duplicate_groups"] == 7
     kept = Dataset.open(tmp_path / "out")
-    rejected = Dataset.open(tmp_path / "out" / "rejected")
+    rejected = Dataset.open(tmp_path / "out" / "_rejected")
     assert kept.verify() == [] and rejected.verify() == []
     assert kept.num_rows == t["kept"] and rejected.num_rows == t["rejected"]
     texts = kept.read().column("text").to_pylist()
@@ -99,7 +99,7 @@ def test_resume_skips_finished_steps_and_gives_same_bytes(tmp_path):
     runner.run(cfg_keep)
     # simulate a crash after some units: drop the manifest, later done markers and their shards
     out = tmp_path / "out"
-    (out / "manifest.json").unlink()
+    (out / "_manifest.json").unlink()
     for p in (out / "_work" / "seg1").glob("u0000[3-5].done.json"):
         p.unlink()
     for p in out.glob("part-0000[45]-*.parquet"):
@@ -113,7 +113,7 @@ def test_resume_refuses_changed_config(tmp_path):
     cfg = _cfg(tmp_path)
     cfg["output"]["keep_work"] = True
     runner.run(cfg)
-    (tmp_path / "out" / "manifest.json").unlink()
+    (tmp_path / "out" / "_manifest.json").unlink()
     cfg["stages"] = [{"stage": "text.normalize", "form": "NFC"}]
     with pytest.raises(CorpusforgeError, match="config changed"):
         runner.run(cfg, resume=True)
@@ -141,7 +141,7 @@ def test_kill_9_mid_run_then_resume_is_byte_identical(tmp_path):
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert not (tmp_path / "out" / "manifest.json").exists(), "run finished before it could be killed"
+    assert not (tmp_path / "out" / "_manifest.json").exists(), "run finished before it could be killed"
     assert 2 <= len(list(seg0.glob("*.done.json"))) < 6
     # nothing half-written is visible under a final name
     for p in (tmp_path / "out").rglob("*.parquet"):

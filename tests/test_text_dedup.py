@@ -31,7 +31,7 @@ def _run(tmp_path, docs, stages, n_files=3, keep_work=False):
                       unit_bytes=1)
     cfg["output"]["keep_work"] = keep_work
     summary = runner.run(cfg)
-    return summary, Dataset.open(tmp_path / "out").read(), Dataset.open(tmp_path / "out" / "rejected").read()
+    return summary, Dataset.open(tmp_path / "out").read(), Dataset.open(tmp_path / "out" / "_rejected").read()
 
 
 def _shakespeare_docs(n, size=1500):

@@ -135,9 +135,9 @@ def test_dataset_without_tokens_is_a_clear_error(tmp_path):
 
     with pytest.raises(DataError, match="text.tokenize"):
         TokenStream.open(tmp_path / "d", tmp_path / "cache")
-    m = json.loads((tmp_path / "d" / "manifest.json").read_text())
+    m = json.loads((tmp_path / "d" / "_manifest.json").read_text())
     m["schema"]["version"] = "2.0.0"
-    (tmp_path / "d" / "manifest.json").write_text(json.dumps(m))
+    (tmp_path / "d" / "_manifest.json").write_text(json.dumps(m))
     with pytest.raises(DataError, match="not compatible|v2.0.0"):
         TokenStream.open(tmp_path / "d", tmp_path / "cache")
 
@@ -238,9 +238,9 @@ def test_metrics_never_hold_two_curves_and_bad_shards_are_data_errors(tokens, tm
 
     edited = tmp_path / "edited"
     shutil.copytree(tokens, edited)
-    m = json.loads((edited / "manifest.json").read_text())
+    m = json.loads((edited / "_manifest.json").read_text())
     m["shards"][0]["rows"] += 5
-    (edited / "manifest.json").write_text(json.dumps(m))
+    (edited / "_manifest.json").write_text(json.dumps(m))
     r = subprocess.run([sys.executable, "-m", "trainer", *[f"--set={o}" for o in TINY],
                         f"--set=data.dataset={edited}", f"--set=out_dir={tmp_path / 'o3'}"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 1 and "rows" in r.stderr, r.stderr[-2000:]

@@ -47,7 +47,7 @@ def test_rolls_shards_by_file_bytes(tmp_path):
 
 def test_checksums_sizes_and_manifest(tmp_path):
     shards = _write(tmp_path, [_rows(100)])
-    m = json.loads((tmp_path / "manifest.json").read_text())
+    m = json.loads((tmp_path / "_manifest.json").read_text())
     assert m["format"] == "corpusforge.dataset" and m["schema"] == {"name": "text", "version": TEXT.version}
     assert m["rows"] == 100 and m["shards"][0]["sha256"] == hashlib.sha256((tmp_path / shards[0].path).read_bytes()).hexdigest()
     assert m["shards"][0]["bytes"] == (tmp_path / shards[0].path).stat().st_size
@@ -112,9 +112,9 @@ def test_reads_in_polars_pyarrow_dataset_and_hf_datasets(tmp_path):
 
 def test_open_refuses_other_major_schema_version(tmp_path):
     _write(tmp_path, [_rows(3)])
-    m = json.loads((tmp_path / "manifest.json").read_text())
+    m = json.loads((tmp_path / "_manifest.json").read_text())
     m["schema"]["version"] = "2.0.0"
-    (tmp_path / "manifest.json").write_text(json.dumps(m))
+    (tmp_path / "_manifest.json").write_text(json.dumps(m))
     with pytest.raises(ManifestError, match="not compatible"):
         Dataset.open(tmp_path)
 

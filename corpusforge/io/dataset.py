@@ -23,7 +23,14 @@ from corpusforge.errors import ManifestError
 from corpusforge.io.storage import Store
 from corpusforge.io.writer import ShardInfo
 
-MANIFEST = "manifest.json"
+# A dataset folder holds its Parquet shards and, under names that begin with "_", everything
+# else: Arrow, Spark, DuckDB and polars skip such names, so `pyarrow.dataset.dataset(folder)` and
+# the like read the folder as it is.
+MANIFEST = "_manifest.json"
+LEGACY_MANIFEST = "manifest.json"    # datasets written before the rename are still read
+STATS = "_stats.json"
+REJECTED = "_rejected"
+REPORT_HTML, REPORT_JSON = "_report.html", "_report.json"
 FORMAT = "corpusforge.dataset"
 MANIFEST_VERSION = "1.0.0"
 
@@ -51,7 +58,7 @@ def build_manifest(*, schema: schemas.RecordSchema, target: pa.Schema, shards: l
 
 
 def write_manifest(directory: Path | str, manifest: dict, store: Store | None = None) -> str:
-    """Write ``manifest.json`` into ``directory`` (a local folder, or a folder of ``store``)."""
+    """Write ``_manifest.json`` into ``directory`` (a local folder, or a folder of ``store``)."""
     if store is None:
         store = Store(directory)
         directory = store.root
@@ -70,7 +77,7 @@ class Problem:
 
 
 class Dataset:
-    """A dataset: ``manifest.json`` plus the shards it lists, in a local folder or on an object
+    """A dataset: ``_manifest.json`` plus the shards it lists, in a local folder or on an object
     store (``Dataset.open("s3://bucket/corpus")``). ``root`` is the folder as a ``Path`` for a
     local dataset and as its URL otherwise; ``store`` reads either."""
 
@@ -86,6 +93,8 @@ class Dataset:
             path = path.rsplit("/", 1)[0] if "/" in path else "."
         store = Store(path)
         manifest_path = store.join(MANIFEST)
+        if not store.exists(manifest_path) and store.exists(store.join(LEGACY_MANIFEST)):
+            manifest_path = store.join(LEGACY_MANIFEST)
         shown = store.display(manifest_path)
         if not store.exists(manifest_path):
             raise ManifestError(f"no manifest at {shown}: not a corpusforge dataset (run `corpusforge run` first)")

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from corpusforge import schemas
 from corpusforge.errors import ConfigError, CorpusforgeError
-from corpusforge.io.dataset import Dataset, build_manifest, write_manifest
+from corpusforge.io.dataset import STATS, Dataset, build_manifest, write_manifest
 from corpusforge.io.storage import Store, is_url
 from corpusforge.io.writer import ShardWriter, WriterOptions
 from corpusforge.mix.config import PRESETS, MixConfig
@@ -256,7 +256,7 @@ def build(cfg: MixConfig, base: Path | None = None, log=print) -> dict:
         curve = [float(np.mean(b)) for b in bins if len(b)]
     stats = {"pipeline": cfg.name, "kind": kind, "mixture": manifest["mixture"], "order": order_info,
              "difficulty_curve": curve, "rows": mix.height, "wall_seconds": round(time.perf_counter() - started, 3)}
-    store.write_json(store.join("stats.json"), stats)
+    store.write_json(store.join(STATS), stats)
     write_manifest(out, manifest, store=store)
     from corpusforge.runner import _report
 
