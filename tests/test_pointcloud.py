@@ -274,3 +274,23 @@ def test_demo_config_runs_every_stage(tmp_path):
     assert kept.column("count_denoise_sor_removed").to_pylist()[0] is not None
     assert any(f is not None for f in kept.column("score_register_fitness").to_pylist())
     assert summary.rejected_rows >= 2        # the broken header and the empty file are quarantined
+
+
+def test_georeferenced_views_register_like_centred_ones(tmp_path):
+    """Issue 16: clouds in UTM coordinates (~5e5, 5.4e6 m) failed registration (fitness 0); the
+    readers now move them near the origin (meta.xyz_offset) before any stage sees them."""
+    src = tmp_path / "in"
+    src.mkdir()
+    bun4 = load("bun4.pcd").xyz.astype(np.float64) * 100          # a 15 m object, in metres
+    R = Rotation.from_euler("zyx", [25, 5, -5], degrees=True).as_matrix()
+    utm = np.array([512_345.0, 5_412_345.0, 310.0])
+    np.savetxt(src / "site_view0.xyz", bun4 + utm, fmt="%.4f")
+    np.savetxt(src / "site_view1.xyz", (bun4 - bun4.mean(0)) @ R.T + bun4.mean(0) + utm + [0.5, -0.3, 0.2], fmt="%.4f")
+    _, kept, rejected = _run(tmp_path, [{"format": "pointcloud", "paths": [str(src)], "source": "scans",
+                                         "group_pattern": r"^(.*)_view\d+$"}],
+                             [{"stage": "pointcloud.register", "min_fitness": 0.5}])
+    assert rejected is None or rejected.num_rows == 0
+    rows = {Path(p).stem: i for i, p in enumerate(kept.column("src_path").to_pylist())}
+    assert kept.column("score_register_fitness").to_pylist()[rows["site_view1"]] > 0.9
+    metas = [json.loads(m) for m in kept.column("meta").to_pylist()]
+    assert all("xyz_offset" in m for m in metas)
