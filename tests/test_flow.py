@@ -14,18 +14,25 @@ def _digest(out):
         "manifest": hashlib.sha256((out / "_manifest.json").read_bytes()).hexdigest()}
 
 
-def test_prefect_flow_matches_cli_run(tmp_path, monkeypatch):
+def _cli_reference(tmp_path, monkeypatch, text=lambda i, j: f"doc {j % 9}"):
+    """Three small inputs, the CLI's run of them into ``a``, and the flow's config writing ``b``
+    (Prefect in ephemeral mode, its home in the test's folder)."""
     monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
     monkeypatch.setenv("PREFECT_API_URL", "")
     from corpusforge import runner
-    from flows.pipeline import pipeline_flow
 
     for i in range(3):
-        (tmp_path / f"in{i}.jsonl").write_text("".join(json.dumps({"text": f"doc {j % 9}"}) + "\n" for j in range(30)))
+        (tmp_path / f"in{i}.jsonl").write_text("".join(json.dumps({"text": text(i, j)}) + "\n" for j in range(30)))
     cfg = text_config([{"format": "jsonl", "paths": [str(tmp_path / "in*.jsonl")], "source": "web"}], tmp_path / "a",
                       [{"stage": "text.normalize"}, {"stage": "text.exact_dedup"}], unit_bytes=1)
     runner.run(cfg)
-    cfg_b = dict(cfg, output={"path": str(tmp_path / "b")})
+    return dict(cfg, output={"path": str(tmp_path / "b")})
+
+
+def test_prefect_flow_matches_cli_run(tmp_path, monkeypatch):
+    from flows.pipeline import pipeline_flow
+
+    cfg_b = _cli_reference(tmp_path, monkeypatch)
     result = pipeline_flow(cfg_b)
     assert result["totals"]["kept"] == 9 and result["totals"]["accounting_ok"]
     assert _digest(tmp_path / "a") == _digest(tmp_path / "b")
@@ -36,18 +43,10 @@ def test_flow_reruns_write_their_files(tmp_path, monkeypatch):
     units from Prefect's cache without writing anything, then fail or leave no dataset."""
     import shutil
 
-    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
-    monkeypatch.setenv("PREFECT_API_URL", "")
-    from corpusforge import runner
     from flows.pipeline import pipeline_flow
 
-    for i in range(3):
-        (tmp_path / f"in{i}.jsonl").write_text("".join(json.dumps({"text": f"doc {j % 9} {i}"}) + "\n" for j in range(30)))
-    cfg = text_config([{"format": "jsonl", "paths": [str(tmp_path / "in*.jsonl")], "source": "web"}], tmp_path / "a",
-                      [{"stage": "text.normalize"}, {"stage": "text.exact_dedup"}], unit_bytes=1)
-    runner.run(cfg)
+    cfg_b = _cli_reference(tmp_path, monkeypatch, text=lambda i, j: f"doc {j % 9} {i}")
     reference = _digest(tmp_path / "a")
-    cfg_b = dict(cfg, output={"path": str(tmp_path / "b")})
     pipeline_flow(cfg_b)
     pipeline_flow(cfg_b)                                  # in place
     assert _digest(tmp_path / "b") == reference

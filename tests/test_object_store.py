@@ -241,7 +241,7 @@ def test_every_reader_reads_the_same_records_from_a_store(config, tmp_path):
     a, b = runner.run(local, base=ROOT), runner.run(remote, base=ROOT)
     assert a.stats["read"] == dict(b.stats["read"], bytes=a.stats["read"]["bytes"]) and a.kept_rows > 0
     payload = {"text": "text", "image": "image", "pointcloud": "points"}[cfg["kind"]]
-    for sub in ("", "/rejected"):
+    for sub in ("", "/_rejected"):
         x = Dataset.open(str(tmp_path / "local") + sub).read()
         y = Dataset.open(f"{root}/out{sub}").read()
         assert x.column(payload).to_pylist() == y.column(payload).to_pylist()

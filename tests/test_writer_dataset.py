@@ -1,5 +1,6 @@
 import hashlib
 import json
+import os
 
 import polars as pl
 import pyarrow.parquet as pq
@@ -73,7 +74,7 @@ def test_crash_mid_shard_leaves_no_file_under_final_name(tmp_path):
     w.write(_rows(50))        # row groups flushed into a shard that is not finished
     # the process dies here: nothing calls close()
     assert not list(tmp_path.glob("*.parquet"))
-    assert [p.name for p in tmp_path.iterdir()] == [".part-00000-00000.parquet.tmp"]
+    assert [p.name for p in tmp_path.iterdir()] == [f".part-00000-00000.parquet.{os.getpid()}.tmp"]
     w.abort()
     assert not list(tmp_path.iterdir())
 
