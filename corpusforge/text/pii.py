@@ -54,14 +54,21 @@ TAGS = {"EMAIL_ADDRESS": "<EMAIL>", "PHONE_NUMBER": "<PHONE>", "CREDIT_CARD": "<
 WARM_UP = ("mail a.b@example.com, call +1 415 555 2671 or 13812345678, card 4111 1111 1111 1111, "
            "ip 10.0.0.1 fe80::1, see www.example.org, 护照E12345678")
 LANGUAGE = "xx"   # pattern recognizers are language-independent: one registry for every document
-# Pre-scan triggers: every match of an entity contains its trigger (a 7+ digit run: digits with at
-# most 3 non-letter, non-digit characters between them, as in 138-1234-5678, (0755) 1234 5678,
-# 4111 1111 1111 1111, DE89 3704 0044 ...; the phone recognizer keeps 7+ digit numbers only).
+# Pre-scan triggers: every match of an entity contains its trigger, derived from its recognizer's
+# patterns; a window runs only the recognizers whose triggers it holds (a date or an amount in
+# Chinese news calls for the phone recognizer alone, not for the ten that a generic "7+ digits"
+# trigger used to call).
 DIGITS = ["CREDIT_CARD", "IBAN_CODE", "US_SSN", "CN_MOBILE", "CN_LANDLINE", "CN_RESIDENT_ID",
           "CN_BANK_CARD", "CN_PASSPORT"]
 TRIGGERS = [
     (r"@", ["EMAIL_ADDRESS", "URL"]),
-    (r"\d(?:[^\p{L}\d\n]{0,3}\d){6,}", DIGITS + ["IP_ADDRESS", "URL"]),
+    (r"\d(?:[ \-]?\d){11,}", ["CREDIT_CARD", "CN_BANK_CARD"]),     # 12-19 digits, single spaces or dashes
+    (r"(?i)[a-z]{2}\d{2}", ["IBAN_CODE"]),                           # an IBAN opens with country + check digits
+    (r"\d{3}-\d{6}|\d{5}-\d{4}|\d{3}[- .]?\d{2}[- .]?\d{4}", ["US_SSN"]),   # presidio's five SSN shapes
+    (r"1[3-9]\d[\s-]?\d{4}", ["CN_MOBILE"]),
+    (r"\d{3,4}[\s-]?\d{4}", ["CN_LANDLINE"]),                        # the local number every landline ends with
+    (r"\d{17}", ["CN_RESIDENT_ID"]),
+    (r"(?i)护照|護照|passport|旅行证件", ["CN_PASSPORT"]),           # a passport counts only with its keyword
     (PHONE_TRIGGER, ["PHONE_NUMBER"]),
     (r"(?i)qq|扣扣", ["CN_QQ"]),
     (r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}", ["IP_ADDRESS", "URL"]),
