@@ -236,9 +236,11 @@ def _clean_unit_outputs(plan: Plan, segment: int, unit: int) -> None:
     done marker, so it needs no deleting.)"""
     directory, prefix = plan.kept_location(segment)
     store = plan.store
-    for p in store.glob(f"{directory}/{prefix}-{unit:05d}-*.parquet"):
-        store.rm(p)
-    for p in store.glob(f"{plan.rejected_dir}/part-{unit:05d}-{segment}-*.parquet"):
+    # final names, and the staging files (hidden, named per process) a killed writer left
+    for p in (store.glob(f"{directory}/{prefix}-{unit:05d}-*.parquet")
+              + store.glob(f"{directory}/.{prefix}-{unit:05d}-*.tmp")
+              + store.glob(f"{plan.rejected_dir}/part-{unit:05d}-{segment}-*.parquet")
+              + store.glob(f"{plan.rejected_dir}/.part-{unit:05d}-{segment}-*.tmp")):
         store.rm(p)
 
 

@@ -123,3 +123,18 @@ def test_a_rerun_that_fails_leaves_no_stale_report(tmp_path):
     finally:
         sys.path.remove(HELPERS)
     assert not (out / "_report.html").exists() and not (out / "_manifest.json").exists()
+
+
+def test_resume_removes_staging_files_a_killed_writer_left(tmp_path):
+    cfg = _cfg(tmp_path)
+    cfg["output"]["keep_work"] = True
+    runner.run(cfg)
+    out = tmp_path / "out"
+    reference = _tree_bytes(out)
+    (out / "_manifest.json").unlink()
+    for p in (out / "_work" / "seg1").glob("u00002.done.json"):
+        p.unlink()
+    (out / ".part-00002-00000.parquet.999999.tmp").write_bytes(b"half a shard")   # a killed process's files
+    (out / "_rejected" / ".part-00002-1-00000.parquet.999999.tmp").write_bytes(b"half")
+    runner.run(cfg, resume=True)
+    assert not list(out.rglob("*.tmp")) and _tree_bytes(out) == reference
