@@ -29,6 +29,7 @@ STAGES: dict[str, str] = {
     "pointcloud.augment": "corpusforge.pointcloud.augment:PointAugment",
     "text.near_dedup": "corpusforge.text.near_dedup:NearDedup",
     "text.partial_dedup": "corpusforge.text.partial_dedup:PartialDedup",
+    "text.substring_dedup": "corpusforge.text.substring_dedup:SubstringDedup",
     "text.line_dedup": "corpusforge.text.line_dedup:LineDedup",
     "image.validate": "corpusforge.image.validate:Validate",
     "image.quality": "corpusforge.image.quality:Quality",

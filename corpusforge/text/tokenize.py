@@ -129,6 +129,19 @@ def train_for_dataset(dataset_dir: str | Path, *, out: str | Path | None = None,
     return store.display(store.join(name)), tok
 
 
+def load_tokenizer(path: str, stage: str) -> "Tokenizer":
+    """A ``tokenizers`` file from a local path or a URL; a file that does not load is a config
+    error naming the stage's ``tokenizer`` field."""
+    from tokenizers import Tokenizer
+
+    from corpusforge.io.readers.base import input_path
+
+    try:
+        return Tokenizer.from_str(input_path(path).read_text(encoding="utf-8"))
+    except Exception as exc:  # noqa: BLE001 - tokenizers raises plain Exception
+        raise ConfigError(f"{stage}: cannot load tokenizer {path!r}: {exc}") from None
+
+
 class TokenizeConfig(StageConfig):
     tokenizer: str = Field(description="tokenizer.json from `corpusforge train-tokenizer` (or any `tokenizers` file); "
                            "a local path or a URL (s3://...), which every worker reads.")
@@ -151,14 +164,7 @@ class Tokenize(Stage):
 
     def _load(self):
         if getattr(self, "_tok", None) is None:
-            from tokenizers import Tokenizer
-
-            try:
-                from corpusforge.io.readers.base import input_path
-
-                self._tok = Tokenizer.from_str(input_path(self.config.tokenizer).read_text(encoding="utf-8"))
-            except Exception as exc:  # noqa: BLE001 - tokenizers raises plain Exception
-                raise ConfigError(f"text.tokenize: cannot load tokenizer {self.config.tokenizer!r}: {exc}") from None
+            self._tok = load_tokenizer(self.config.tokenizer, self.name)
             self._eos = None
             if self.config.eos_token is not None:
                 self._eos = self._tok.token_to_id(self.config.eos_token)
