@@ -180,3 +180,41 @@ def test_every_text_stage_survives_bad_input(tmp_path):
     t = summary.stats["totals"]
     assert t["accounting_ok"] and t["entered"] == len(docs) == kept.num_rows + rejected.num_rows
     assert all(rejected.column("reject_reason").to_pylist())
+
+
+def _bench():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import bench_partial_copies
+    import labelled_partial_copies
+
+    return labelled_partial_copies, bench_partial_copies
+
+
+def test_partial_copy_defaults_on_labelled_english_copies():
+    # cuts and light edits of WikiText-2 passages (the dev split the defaults were chosen on, and
+    # the test split); same-article passages are negatives
+    labelled, bench = _bench()
+    for split in ("dev", "test"):
+        data = labelled.english(split, seed=1)
+        r = labelled.score(data, bench.run_stage(data.docs, [{"stage": "text.partial_dedup", "action": "flag"}], "en"))
+        assert r["f1"] >= 0.95 and r["false_pairs"] == 0, (split, r)
+        assert r["found_same_topic"].startswith("0/")
+
+
+def test_partial_copy_defaults_on_labelled_chinese_copies():
+    shared("text", "zhwiki_sample.zh.txt")           # skips without the shared corpora
+    labelled, bench = _bench()
+    data = labelled.chinese("test", seed=2)
+    r = labelled.score(data, bench.run_stage(data.docs, [{"stage": "text.partial_dedup", "action": "flag"}], "zh"))
+    assert r["f1"] >= 0.9, r
+
+
+def test_partial_copy_finds_rekeyed_books_and_no_false_pair():
+    shared("text", "tinyshakespeare.txt")
+    _, bench = _bench()
+    docs, truth = bench.books()
+    found = {tuple(sorted(p)) for p in bench.run_stage(docs, [{"stage": "text.partial_dedup"}], "en")}
+    assert found == truth
