@@ -129,6 +129,14 @@ def make_text(out: Path, rng: random.Random) -> None:
     with open(out / "web_en.jsonl", "a", encoding="utf-8") as f:
         quote = book_texts[0].split("\n\n")[1]
         f.write(json.dumps({"text": "As the book puts it:\n\n" + quote, "url": "https://example.org/en/quote"}) + "\n")
+        # a long page quoting 60 words of an earlier page: most of it is new, so it is not a partial
+        # copy, but the quoted span (50+ words, seen first in the earlier page) is cut by text.substring_dedup
+        own = _doc(random.Random(1), False, 10, 12, n_paragraphs=(4, 5))
+        quoted = max((d for d in en[30:] if d not in LOW_QUALITY_EN), key=lambda d: len(d.split()))
+        passage = " ".join(quoted.split()[:60])
+        head, tail = own.split("\n\n", 1)
+        f.write(json.dumps({"text": f"{head}\n\nOne passage stayed with me: \"{passage}\"\n\n{tail}",
+                            "url": "https://example.org/en/review"}) + "\n")
     # raw junk for training the demo's quality classifier (negative side)
     with open(out / "junk_for_classifier.txt", "w", encoding="utf-8") as f:   # one document per line
         for i in range(120):

@@ -203,5 +203,6 @@ def test_demo_text_config_runs(tmp_path, monkeypatch):
     assert stages["06:text.exact_dedup"]["rejected"] >= 10
     assert stages["07:text.near_dedup"]["rejected"] >= 5
     assert stages["08:text.partial_dedup"]["rejected_by_reason"] == {"partial_copy": 1}
+    assert stages["09:text.substring_dedup"]["counters"]["documents_with_cuts"] == 1       # the page quoting 60 words
     m = Dataset.open(tmp_path / "demo").manifest
     assert set(m["sources"]) == {"web", "news", "books"}

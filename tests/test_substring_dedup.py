@@ -193,3 +193,18 @@ def test_tokenizer_unit(tmp_path):
     assert stats["counters"]["documents_with_cuts"] >= 4
     with pytest.raises(ConfigError, match="tokenizer"):
         _run(tmp_path / "x", docs[:2], {"unit": "tokenizer"})
+
+
+def test_report_lists_the_cut_spans_and_bytes_per_source(tmp_path):
+    from corpusforge.report.build import generate
+
+    docs = _corpus_with_copies()
+    stats, kept, _ = _run(tmp_path, docs, {"min_remaining": 0})
+    html, data = generate(tmp_path / "out")
+    spans = json.loads(open(data).read())["dedup"]["repeated_spans"]
+    assert spans["bytes_cut"] == stats["counters"]["bytes_cut"] == sum(kept.column("count_substring_dup_bytes").to_pylist())
+    assert spans["bytes_cut_by_source"] == {"web": spans["bytes_cut"]}
+    assert spans["top_spans"] and all(t["occurrences"] >= 2 for t in spans["top_spans"])
+    # every listed span is text of the corpus (its first occurrence is kept)
+    assert all(any(t["text"][:40] in d for d in docs) for t in spans["top_spans"])
+    assert "Repeated spans cut" in open(html).read()

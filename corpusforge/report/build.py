@@ -93,6 +93,9 @@ def summarize(root: str | Path) -> dict:
     s["distributions"] = dist
     show = _shown_text(m)
     s["dedup"] = _dedup(kept, rejected, show)
+    spans = _repeated_spans(stats, show)
+    if spans:
+        s["dedup"]["repeated_spans"] = spans
     s["pii"] = _pii(m, kept, rejected)
     if "mixture" in m:
         s["mixture"] = m["mixture"]
@@ -148,6 +151,23 @@ def _dedup(kept, rejected, show) -> dict:
                 break
         out["examples"] = pairs
     return out
+
+
+def _repeated_spans(stats: dict, show) -> dict:
+    """What text.substring_dedup cut: bytes per source and the most repeated spans (their text
+    shown as samples are, through the pipeline's own PII scrubbing)."""
+    for v in stats.get("stages", {}).values():
+        if v.get("stage") != "text.substring_dedup":
+            continue
+        c = v.get("counters", {})
+        per_source = {k[len("bytes_cut["):-1]: n for k, n in c.items() if k.startswith("bytes_cut[")}
+        top = sorted(((k[len("repeated_span: "):], n) for k, n in c.items() if k.startswith("repeated_span: ")),
+                     key=lambda kv: (-kv[1], kv[0]))
+        return {"bytes_cut": c.get("bytes_cut", 0), "spans_cut": c.get("spans_cut", 0),
+                "documents_with_cuts": c.get("documents_with_cuts", 0),
+                "bytes_cut_by_source": dict(sorted(per_source.items(), key=lambda kv: -kv[1])),
+                "top_spans": [{"occurrences": n, "text": show(t, 300)} for t, n in top]}
+    return {}
 
 
 def _pii(manifest, kept, rejected) -> dict:
@@ -258,6 +278,14 @@ def render(s: dict) -> str:
         for p in d.get("examples", []):
             parts.append(f"<div class='pair'><div><b>kept</b>\n{e(p['kept'])}</div><div><b>removed</b>\n"
                          f"{e(p['removed'])}</div></div>")
+        if d.get("repeated_spans"):
+            r = d["repeated_spans"]
+            parts.append(f"<h3>Repeated spans cut</h3><p>{r['spans_cut']:,} spans, {r['bytes_cut']:,} bytes, from "
+                         f"{r['documents_with_cuts']:,} documents (first occurrences kept).</p>"
+                         + svg.hbars(list(r["bytes_cut_by_source"].items()), unit=" bytes")
+                         + "<table><tr><th>occurrences</th><th class='l'>span</th></tr>" + "".join(
+                             f"<tr><td>{t['occurrences']}</td><td class='l'>{e(t['text'])}</td></tr>"
+                             for t in r["top_spans"]) + "</table>")
     if s.get("pii"):
         p = s["pii"]
         active = ", ".join(p["active_entities"]) if p.get("active_entities") else "unknown (no text.pii stage in lineage)"
