@@ -88,17 +88,26 @@ def window_hashes(tok: Tokens, length: int) -> tuple[np.ndarray, np.ndarray, np.
     """(hash1, hash2, doc) of every window of ``length`` tokens that lies inside one document,
     in document then position order; a document shorter than ``length`` has none."""
     counts = tok.counts()
-    nwin = np.maximum(counts - length + 1, 0)
     m = len(tok.symbols)
     doc_start = np.cumsum(counts) - counts
-    pos = np.repeat(doc_start - (np.cumsum(nwin) - nwin), nwin) + np.arange(int(nwin.sum()))
+    # windows start at every position whose document has `length` tokens from there on
+    valid = np.arange(m, dtype=np.int64) - doc_start[tok.doc] + length <= counts[tok.doc]
+    pos = np.flatnonzero(valid)
     x = mix64(tok.symbols)
     out = []
     with np.errstate(over="ignore"):
         for base in BASES:
             inv = np.uint64(pow(int(base), -1, 1 << 64))
-            inv_pow = np.cumprod(np.r_[np.uint64(1), np.full(max(m - 1, 0), inv, np.uint64)])[:m]
-            prefix = np.r_[np.uint64(0), np.cumsum(x * inv_pow, dtype=np.uint64)]
-            base_pow = np.cumprod(np.r_[np.uint64(1), np.full(max(m - 1, 0), base, np.uint64)])[:m]
-            out.append((prefix[pos + length] - prefix[pos]) * base_pow[pos] if len(pos) else pos.astype(np.uint64))
-    return out[0], out[1], np.repeat(np.arange(tok.n_docs, dtype=np.int64), nwin)
+            prefix = np.zeros(m + 1, np.uint64)
+            np.cumsum(x * _powers(inv, m), out=prefix[1:])
+            out.append((prefix[pos + length] - prefix[pos]) * _powers(base, m)[pos])
+    return out[0], out[1], tok.doc[pos]
+
+
+def _powers(base: np.uint64, m: int) -> np.ndarray:
+    """base**0 .. base**(m-1) mod 2^64 (uint64 products wrap)."""
+    p = np.full(m, base, np.uint64)
+    if m:
+        p[0] = 1
+    with np.errstate(over="ignore"):
+        return np.cumprod(p, dtype=np.uint64)
