@@ -262,7 +262,11 @@ def run_unit(plan: Plan, segment_index: int, unit: Unit) -> UnitResult:
     read_stats = {"files": 0, "files_accounted": 0, "records": 0, "rejected": 0, "rejected_by_reason": Counter(),
                   "bytes": 0}
     next_global = plan.segments[segment_index + 1] if segment_index + 1 < len(plan.segments) else None
-    fingerprints: list[pa.Table] = []
+    # the next global stage's fingerprints are written batch by batch (a unit's fingerprints can be
+    # larger than its text: 16 bytes a byte for text.substring_dedup in bytes)
+    fp_path = plan.fingerprint_path(segment_index + 1, unit.index) if next_global is not None else None
+    fp_tmp = plan.store.staging_path(fp_path) if fp_path else None
+    fp_writer = None
     kept_rows = 0
 
     def reject(table: pa.Table, stage_name: str) -> None:
@@ -295,29 +299,29 @@ def run_unit(plan: Plan, segment_index: int, unit: Unit) -> UnitResult:
                     if fp.num_rows != batch.num_rows:
                         raise AccountingError(f"{next_global.global_stage.name}.fingerprint returned {fp.num_rows} "
                                               f"rows for {batch.num_rows}")
-                    fingerprints.append(fp.append_column("unit", pa.array([unit.index] * fp.num_rows, pa.int32()))
-                                          .append_column("row", pa.array(range(kept_rows, kept_rows + fp.num_rows),
-                                                                         pa.int64())))
+                    fp = (fp.append_column("unit", pa.array([unit.index] * fp.num_rows, pa.int32()))
+                          .append_column("row", pa.array(range(kept_rows, kept_rows + fp.num_rows), pa.int64())))
+                    if fp_writer is None:
+                        fp_writer = pq.ParquetWriter(fp_tmp, fp.schema, compression="zstd")
+                    fp_writer.write_table(fp)
                 kept_writer.write(batch)
                 kept_rows += batch.num_rows
         kept = kept_writer.close()
         rejected = rej_writer.close()
+        if fp_writer is not None:
+            fp_writer.close()
+        elif fp_tmp is not None:
+            pq.write_table(pa.table({"unit": pa.array([], pa.int32()), "row": pa.array([], pa.int64())}), fp_tmp)
     except BaseException:
         kept_writer.abort()
         rej_writer.abort()
+        if fp_tmp is not None:
+            if fp_writer is not None:
+                fp_writer.close()
+            plan.store.discard(fp_tmp)
         raise
-    if next_global is not None:
-        fp_path = plan.fingerprint_path(segment_index + 1, unit.index)
-        tmp = plan.store.staging_path(fp_path)
-        try:
-            if fingerprints:
-                pq.write_table(pa.concat_tables(fingerprints), tmp, compression="zstd")
-            else:
-                pq.write_table(pa.table({"unit": pa.array([], pa.int32()), "row": pa.array([], pa.int64())}), tmp)
-        except BaseException:
-            plan.store.discard(tmp)
-            raise
-        plan.store.commit(tmp, fp_path)
+    if fp_path is not None:
+        plan.store.commit(fp_tmp, fp_path)
     read_stats["rejected_by_reason"] = dict(sorted(read_stats["rejected_by_reason"].items()))
     result = UnitResult(segment_index, unit.index, [s.to_dict() for s in kept], [s.to_dict() for s in rejected],
                         {k: v.to_dict() for k, v in stats.items()}, read_stats if segment_index == 0 else {})

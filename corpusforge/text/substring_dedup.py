@@ -102,10 +102,10 @@ class SubstringDedup(GlobalStage):
         parts = max(1, math.ceil(windows * WINDOW_BYTES / (c.memory_mb << 20)))
         stats.counters["windows"], stats.counters["partitions"] = windows, parts
         scratch = Path(workdir) / "_partitions"
-        cut, firsts = _cut_windows(sp, _partition(sp, scratch, parts), c.keep, stats)
+        buckets = _find_repeats(_partition(sp, scratch, parts), scratch, parts, sp.n, c.keep, stats)
+        top = _write_decisions(workdir, sp, n_tokens, buckets, c, stats)
         shutil.rmtree(scratch, ignore_errors=True)
-        (Path(workdir) / TOP_SPANS_FILE).write_text(json.dumps(_top_spans(firsts, sp, c.min_tokens)))
-        _write_decisions(workdir, sp, n_tokens, cut, c, stats)
+        (Path(workdir) / TOP_SPANS_FILE).write_text(json.dumps(top))
 
     # -- filter ---------------------------------------------------------------------------
     def filter(self, table: pa.Table, unit: int, row_offset: int, workdir: Path, stats: StageStats) -> StageResult:
@@ -169,23 +169,26 @@ class SubstringDedup(GlobalStage):
 
 def _partition(sp, scratch: Path, parts: int) -> list[Path]:
     """Spill every window as (h1, h2, gid, pos) into the partition ``h1 mod parts``, reading each
-    fingerprint file once; returns the partition files."""
+    fingerprint file once, a row group (one runner batch) at a time; returns the partition files."""
     scratch.mkdir(parents=True, exist_ok=True)
     schema = pa.schema([("h1", pa.uint64()), ("h2", pa.uint64()), ("gid", pa.int64()), ("pos", pa.int64())])
     paths = [scratch / f"p{p:05d}.arrow" for p in range(parts)]
     writers = [pa.ipc.new_file(str(p), schema) for p in paths]
     gid0 = 0
-    for f, size in zip(sp.files, sp.sizes):
-        t = pq.read_table(f, columns=["h1", "h2"])
-        h1 = t.column("h1").combine_chunks()
-        lengths = h1.value_lengths().to_numpy(zero_copy_only=False)
-        gid = np.repeat(np.arange(gid0, gid0 + size, dtype=np.int64), lengths)
-        pos = np.arange(len(gid), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        v1 = h1.flatten().to_numpy()
-        v2 = t.column("h2").combine_chunks().flatten().to_numpy()
-        if parts == 1:
-            writers[0].write_table(pa.table([v1, v2, gid, pos], schema=schema))
-        else:
+    for f in sp.files:
+        pf = pq.ParquetFile(f)
+        # (read_row_group, not iter_batches: the latter's memory grew with every batch, measured)
+        for t in (pf.read_row_group(i, columns=["h1", "h2"]) for i in range(pf.metadata.num_row_groups)):
+            h1 = t.column(0).combine_chunks()
+            lengths = h1.value_lengths().to_numpy(zero_copy_only=False).astype(np.int64)
+            gid = np.repeat(np.arange(gid0, gid0 + t.num_rows, dtype=np.int64), lengths)
+            pos = np.arange(len(gid), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+            v1 = h1.flatten().to_numpy()
+            v2 = t.column(1).combine_chunks().flatten().to_numpy()
+            gid0 += t.num_rows
+            if parts == 1:
+                writers[0].write_table(pa.table([v1, v2, gid, pos], schema=schema))
+                continue
             part = (v1 % np.uint64(parts)).astype(np.uint16 if parts < 1 << 16 else np.uint32)
             order = np.argsort(part, kind="stable")          # a radix sort for 16-bit keys: input order kept
             bounds = np.searchsorted(part[order], np.arange(parts + 1))
@@ -193,43 +196,66 @@ def _partition(sp, scratch: Path, parts: int) -> list[Path]:
                 sel = order[bounds[p]:bounds[p + 1]]
                 if len(sel):
                     writers[p].write_table(pa.table([v1[sel], v2[sel], gid[sel], pos[sel]], schema=schema))
-        gid0 += int(size)
     for w in writers:
         w.close()
     return paths
 
 
-def _cut_windows(sp, partitions: list[Path], keep: str, stats: StageStats) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """(gid, pos, src) of every window to cut, over all partitions, and (gid, pos, count) of the
-    first occurrence of every repeated window."""
-    cut, firsts = [], []
+CUT = pa.schema([("gid", pa.int64()), ("pos", pa.int64()), ("src", pa.int64())])
+FIRST = pa.schema([("gid", pa.int64()), ("pos", pa.int64()), ("count", pa.int64())])
+
+
+def _find_repeats(partitions: list[Path], scratch: Path, parts: int, n_docs: int, keep: str,
+                  stats: StageStats) -> list[tuple[Path, Path]]:
+    """In each hash partition, the windows whose hash occurs more than once. The windows to cut
+    (gid, pos, src: the document of the first occurrence) and the first occurrences (gid, pos,
+    count) are written again, bucketed by document range, so that each document's windows can
+    be merged into intervals one bucket at a time; returns the (cut, first) files of each bucket."""
+    paths = [(scratch / f"cut{b:05d}.arrow", scratch / f"first{b:05d}.arrow") for b in range(parts)]
+    writers = [(pa.ipc.new_file(str(c), CUT), pa.ipc.new_file(str(f), FIRST)) for c, f in paths]
+    repeated_windows = 0
     for path in partitions:
         with pa.memory_map(str(path)) as src:
             df = pl.from_arrow(pa.ipc.open_file(src).read_all())
         # windows arrive in input order (gid, then pos), so after a stable sort by hash the first
-        # row of each group of equal hashes is the first occurrence
-        dup = df.sort(["h1", "h2"], maintain_order=True)     # (a hash filter first measured slower)
+        # row of each run of equal hashes is the first occurrence (a hash filter first measured slower)
+        df = df.sort(["h1", "h2"], maintain_order=True)
+        h1, h2 = df["h1"].to_numpy(), df["h2"].to_numpy()
+        gid, pos = df["gid"].to_numpy(), df["pos"].to_numpy()
         del df
-        if not dup.height:
+        if not len(h1):
             continue
-        h1, h2 = dup["h1"].to_numpy(), dup["h2"].to_numpy()
         first = np.empty(len(h1), bool)
         first[0] = True
         first[1:] = (h1[1:] != h1[:-1]) | (h2[1:] != h2[:-1])
+        del h1, h2
         group = np.cumsum(first) - 1
         count = np.bincount(group)[group]
-        repeated = count > 1                       # equal h1 but different h2: not a repeat
-        gid, pos = dup["gid"].to_numpy(), dup["pos"].to_numpy()
+        repeated = count > 1
         src = gid[np.flatnonzero(first)][group]
-        firsts.append(pl.DataFrame({"gid": gid[first & repeated], "pos": pos[first & repeated],
-                                    "count": count[first & repeated].astype(np.uint32)}))
-        sel = repeated if keep == "none" else repeated & ~first
-        cut.append(pl.DataFrame({"gid": gid[sel], "pos": pos[sel], "src": src[sel]}))
-    empty = {"gid": pl.Int64, "pos": pl.Int64}
-    cut = pl.concat(cut).sort(["gid", "pos"]) if cut else pl.DataFrame(schema={**empty, "src": pl.Int64})
-    firsts = pl.concat(firsts).sort(["gid", "pos"]) if firsts else pl.DataFrame(schema={**empty, "count": pl.UInt32})
-    stats.counters["repeated_windows"] = firsts.height
-    return cut, firsts
+        del group
+        lead = first & repeated
+        repeated_windows += int(lead.sum())
+        cut = repeated if keep == "none" else repeated & ~first
+        for k, sel, cols in ((0, cut, (gid, pos, src)), (1, lead, (gid, pos, count))):
+            bucket = (gid[sel] * parts // max(n_docs, 1)).astype(np.uint16 if parts < 1 << 16 else np.uint32)
+            order = np.argsort(bucket, kind="stable")          # radix sort: input order kept within a bucket
+            bounds = np.searchsorted(bucket[order], np.arange(parts + 1))
+            chosen = [col[sel][order] for col in cols]
+            for b in range(parts):
+                if bounds[b + 1] > bounds[b]:
+                    writers[b][k].write_table(pa.table([col[bounds[b]:bounds[b + 1]] for col in chosen],
+                                                       schema=(CUT, FIRST)[k]))
+    for cut_writer, first_writer in writers:
+        cut_writer.close()
+        first_writer.close()
+    stats.counters["repeated_windows"] = repeated_windows
+    return paths
+
+
+def _read_sorted(path: Path) -> pl.DataFrame:
+    with pa.memory_map(str(path)) as src:
+        return pl.from_arrow(pa.ipc.open_file(src).read_all()).sort(["gid", "pos"])
 
 
 def _intervals(gid: np.ndarray, pos: np.ndarray, length: int, same: np.ndarray | None = None) -> np.ndarray:
@@ -242,8 +268,8 @@ def _intervals(gid: np.ndarray, pos: np.ndarray, length: int, same: np.ndarray |
 
 
 def _top_spans(firsts: pl.DataFrame, sp, length: int) -> list[dict]:
-    """The most repeated spans (first occurrences of runs of repeated windows with one count),
-    longest first among equals: where they are, for the filter to read their text."""
+    """The most repeated spans of one bucket (first occurrences of runs of repeated windows
+    with one count), longest first among equals: where they are, for the filter to read."""
     if not firsts.height:
         return []
     gid, pos, count = (firsts[c].to_numpy() for c in ("gid", "pos", "count"))
@@ -252,42 +278,57 @@ def _top_spans(firsts: pl.DataFrame, sp, length: int) -> list[dict]:
                                 (pl.col("pos").max() + length).alias("end"), pl.col("count").first())
              .with_columns((pl.col("end") - pl.col("start")).alias("len"))
              .sort(["count", "len", "gid", "start"], descending=[True, True, False, False]).head(TOP_SPANS))
-    return [{"unit": int(sp.units[g]), "row": int(sp.rows[g]), "start": int(a), "end": int(b), "count": int(k)}
-            for g, a, b, k in spans.select("gid", "start", "end", "count").iter_rows()]
+    return [{"unit": int(sp.units[g]), "row": int(sp.rows[g]), "start": int(a), "end": int(b), "count": int(k),
+             "len": int(b - a), "gid": int(g)} for g, a, b, k in spans.select("gid", "start", "end", "count").iter_rows()]
 
 
-def _write_decisions(workdir: Path, sp, n_tokens: np.ndarray, cut: pl.DataFrame, c: SubstringDedupConfig,
-                     stats: StageStats) -> None:
-    """Merge each document's cut windows into token intervals and write one decision row per
-    document that loses anything."""
+DECISION = pa.schema([("unit", pa.int32()), ("row", pa.int64()), ("starts", pa.large_list(pa.int64())),
+                      ("ends", pa.large_list(pa.int64())), ("source", pa.string()), ("reason", pa.string()),
+                      ("detail", pa.string())])
+
+
+def _write_decisions(workdir: Path, sp, n_tokens: np.ndarray, buckets: list[tuple[Path, Path]],
+                     c: SubstringDedupConfig, stats: StageStats) -> list[dict]:
+    """One bucket of documents at a time: merge each document's cut windows into token intervals
+    and write a decision row for every document that loses anything (in gid order, which is
+    (unit, row) order). Returns the most repeated spans over all buckets."""
     L = c.min_tokens
-    if cut.height:
-        gid, pos = cut["gid"].to_numpy(), cut["pos"].to_numpy()
-        iv = (pl.DataFrame({"gid": gid, "start": pos, "end": pos + L, "k": _intervals(gid, pos, L)})
-              .group_by("k", maintain_order=True).agg(pl.col("gid").first(), pl.col("start").min(), pl.col("end").max()))
-        per_doc = iv.group_by("gid", maintain_order=True).agg("start", "end", (pl.col("end") - pl.col("start")).sum().alias("cut"))
-        src = (cut.group_by(["gid", "src"]).len().sort(["gid", "len", "src"], descending=[False, True, False])
-               .group_by("gid", maintain_order=True).first())
-        per_doc = per_doc.join(src.select("gid", "src"), on="gid", how="left").sort("gid")
-    else:
-        per_doc = pl.DataFrame(schema={"gid": pl.Int64, "start": pl.List(pl.Int64), "end": pl.List(pl.Int64),
-                                       "cut": pl.Int64, "src": pl.Int64})
-    g = per_doc["gid"].to_numpy()
-    ids = gather_column(sp.files, sp.sizes, np.unique(per_doc["src"].to_numpy()), "id") if len(g) else {}
-    left = n_tokens[g] - per_doc["cut"].to_numpy() if len(g) else np.zeros(0, np.int64)
-    short = left < c.min_remaining
-    stats.counters["documents_with_cuts"] = len(g)
-    stats.counters["tokens_cut"] = int(per_doc["cut"].sum() or 0)
-    src_ids = [ids[int(s)] for s in per_doc["src"].to_numpy()]
-    table = pa.table({
-        "unit": pa.array(sp.units[g], pa.int32()), "row": pa.array(sp.rows[g], pa.int64()),
-        "starts": per_doc["start"].to_arrow(), "ends": per_doc["end"].to_arrow(),
-        "source": pa.array(src_ids, pa.string()),
-        "reason": pa.array(["substring_duplicate" if s else None for s in short], pa.string()),
-        "detail": pa.array([f"{r} of {n_tokens[d]} {c.unit} left after cutting spans first seen in {i}"
-                            if s else None for d, r, s, i in zip(g, left, short, src_ids)], pa.string()),
-    })
-    pq.write_table(table.sort_by([("unit", "ascending"), ("row", "ascending")]), Path(workdir) / DECISIONS)
+    top: list[dict] = []
+    docs_cut = tokens_cut = 0
+    with pq.ParquetWriter(str(Path(workdir) / DECISIONS), DECISION) as out:
+        for cut_path, first_path in buckets:
+            top = sorted(top + _top_spans(_read_sorted(first_path), sp, L),
+                         key=lambda t: (-t["count"], -t["len"], t["gid"], t["start"]))[:TOP_SPANS]
+            cut = _read_sorted(cut_path)
+            if not cut.height:
+                continue
+            gid, pos = cut["gid"].to_numpy(), cut["pos"].to_numpy()
+            iv = (pl.DataFrame({"gid": gid, "start": pos, "end": pos + L, "k": _intervals(gid, pos, L)})
+                  .group_by("k", maintain_order=True).agg(pl.col("gid").first(), pl.col("start").min(), pl.col("end").max()))
+            per_doc = iv.group_by("gid", maintain_order=True).agg(
+                "start", "end", (pl.col("end") - pl.col("start")).sum().alias("cut"))
+            src = (cut.group_by(["gid", "src"]).len().sort(["gid", "len", "src"], descending=[False, True, False])
+                   .group_by("gid", maintain_order=True).first())
+            per_doc = per_doc.join(src.select("gid", "src"), on="gid", how="left").sort("gid")
+            g = per_doc["gid"].to_numpy()
+            ids = gather_column(sp.files, sp.sizes, np.unique(per_doc["src"].to_numpy()), "id")
+            left = n_tokens[g] - per_doc["cut"].to_numpy()
+            short = left < c.min_remaining
+            src_ids = [ids[int(x)] for x in per_doc["src"].to_numpy()]
+            docs_cut += len(g)
+            tokens_cut += int(per_doc["cut"].sum())
+            out.write_table(pa.table({
+                "unit": pa.array(sp.units[g], pa.int32()), "row": pa.array(sp.rows[g], pa.int64()),
+                "starts": per_doc["start"].to_arrow().cast(pa.large_list(pa.int64())),
+                "ends": per_doc["end"].to_arrow().cast(pa.large_list(pa.int64())),
+                "source": pa.array(src_ids, pa.string()),
+                "reason": pa.array(["substring_duplicate" if x else None for x in short], pa.string()),
+                "detail": pa.array([f"{r} of {n_tokens[d]} {c.unit} left after cutting spans first seen in {i}"
+                                    if x else None for d, r, x, i in zip(g, left, short, src_ids)], pa.string()),
+            }, schema=DECISION))
+    stats.counters["documents_with_cuts"] = docs_cut
+    stats.counters["tokens_cut"] = tokens_cut
+    return top
 
 
 def _span_text(text: str, starts: np.ndarray, start: int, end: int, unit: str) -> str:
