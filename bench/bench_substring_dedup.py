@@ -18,6 +18,7 @@ Debian's Rust crates, filebuffer from its repository, the unused ``bitvec`` drop
 filebuffer versions raised) and pass its folder:
 
     .venv/bin/python bench/bench_substring_dedup.py --rust /tmp/sd/rust --sizes 10000 100000
+    .venv/bin/python bench/bench_substring_dedup.py --scale --sizes 10000 100000 1000000   # defaults, words
 
 Peak memory of each process: its maximum resident set size.
 """
@@ -164,18 +165,20 @@ def ours(docs: list[bytes], starts: np.ndarray, length: int, mask_len: int, work
     return mask, seconds, dict(stats.counters)
 
 
-def ours_run(folder: Path, length: int) -> tuple[float, float]:
+def ours_run(folder: Path, length: int, stage: dict | None = None) -> tuple[float, float, dict]:
+    """``corpusforge run`` with the stage alone, in its own process: seconds, peak MB, counters."""
     out = WORK / "substring_out"
     shutil.rmtree(out, ignore_errors=True)
+    stage = stage or {"stage": "text.substring_dedup", "unit": "bytes", "min_tokens": length, "keep": "none"}
     cfg = {"name": "substring", "kind": "text",
            "inputs": [{"format": "jsonl", "paths": [str(folder / "*.jsonl")], "source": "scale"}],
-           "stages": [{"stage": "text.substring_dedup", "unit": "bytes", "min_tokens": length, "keep": "none"}],
-           "output": {"path": str(out)}}
+           "stages": [stage], "output": {"path": str(out)}}
     path = WORK / "substring_cfg.yaml"
     path.write_text(yaml.safe_dump(cfg))
     s, m = timed([str(ROOT / ".venv/bin/corpusforge"), "run", str(path), "-q"])
+    counters = json.loads((out / "_stats.json").read_text())["stages"]["00:text.substring_dedup"]["counters"]
     shutil.rmtree(out, ignore_errors=True)
-    return s, m
+    return s, m, {k: v for k, v in counters.items() if not k.startswith("repeated_span")}
 
 
 def main() -> None:
@@ -183,7 +186,19 @@ def main() -> None:
     p.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     p.add_argument("--length", type=int, default=100)
     p.add_argument("--rust", type=Path, help="folder of a release build of deduplicate-text-datasets")
+    p.add_argument("--scale", action="store_true",
+                   help="only corpusforge run with the stage's defaults (words, 50 tokens, keep first) per size")
     a = p.parse_args()
+    if a.scale:
+        for n in a.sizes:
+            _, folder = corpus(n)
+            mb = json.loads((folder / "done").read_text())["mb"]
+            s, m, counters = ours_run(folder, a.length, {"stage": "text.substring_dedup"})
+            print(json.dumps({"docs": n, "mb": round(mb, 1), "seconds": round(s, 1), "peak_mb": round(m),
+                              "windows": counters["windows"], "partitions": counters["partitions"],
+                              "documents_with_cuts": counters["documents_with_cuts"],
+                              "tokens_cut": counters["tokens_cut"]}), flush=True)
+        return
     for n in a.sizes:
         docs, folder = corpus(n)
         raw = WORK / f"raw_{n}.bin"
@@ -196,7 +211,7 @@ def main() -> None:
         mine, secs, counters = ours(docs, starts, a.length, size, WORK / "substring_work")
         row["corpusforge_map_reduce_s"] = round(secs, 1)
         row["corpusforge_bytes_cut"] = int(mine.sum())
-        run_s, run_mb = ours_run(folder, a.length)
+        run_s, run_mb, _ = ours_run(folder, a.length)
         row["corpusforge_run_s"], row["corpusforge_run_peak_mb"] = round(run_s, 1), round(run_mb)
         sa_mask, sa_s = suffix_array(docs, starts, a.length, size)
         row["pydivsufsort_s"] = round(sa_s, 1)

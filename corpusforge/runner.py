@@ -29,6 +29,8 @@ others after deleting their partial files, so a killed run resumes to byte-ident
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import shutil
 import tempfile
@@ -301,23 +303,31 @@ def run_unit(plan: Plan, segment_index: int, unit: Unit) -> UnitResult:
                                               f"rows for {batch.num_rows}")
                     fp = (fp.append_column("unit", pa.array([unit.index] * fp.num_rows, pa.int32()))
                           .append_column("row", pa.array(range(kept_rows, kept_rows + fp.num_rows), pa.int64())))
-                    if fp_writer is None:
-                        fp_writer = pq.ParquetWriter(fp_tmp, fp.schema, compression="zstd")
-                    fp_writer.write_table(fp)
+                    try:
+                        if fp_writer is None:
+                            fp_writer = pq.ParquetWriter(fp_tmp, fp.schema, compression="zstd")
+                        fp_writer.write_table(fp)
+                    except OSError as exc:          # Arrow's message names no file: name it (disk full)
+                        raise OSError(exc.errno, f"cannot write {plan.store.display(fp_path)}: "
+                                                 f"{exc.strerror or exc}") from exc
                 kept_writer.write(batch)
                 kept_rows += batch.num_rows
         kept = kept_writer.close()
         rejected = rej_writer.close()
-        if fp_writer is not None:
-            fp_writer.close()
-        elif fp_tmp is not None:
-            pq.write_table(pa.table({"unit": pa.array([], pa.int32()), "row": pa.array([], pa.int64())}), fp_tmp)
+        try:
+            if fp_writer is not None:
+                fp_writer.close()
+            elif fp_tmp is not None:
+                pq.write_table(pa.table({"unit": pa.array([], pa.int32()), "row": pa.array([], pa.int64())}), fp_tmp)
+        except OSError as exc:
+            raise OSError(exc.errno, f"cannot write {plan.store.display(fp_path)}: {exc.strerror or exc}") from exc
     except BaseException:
         kept_writer.abort()
         rej_writer.abort()
         if fp_tmp is not None:
             if fp_writer is not None:
-                fp_writer.close()
+                with contextlib.suppress(Exception):      # the first error is the one to report
+                    fp_writer.close()
             plan.store.discard(fp_tmp)
         raise
     if fp_path is not None:
