@@ -68,6 +68,8 @@ def cmd_run(args) -> int:
         out.print(table)
     out.print(f"output:   {summary.out}/{MANIFEST}\nrejected: {summary.out}/{REJECTED}/{MANIFEST}\n"
               f"stats:    {summary.out}/{STATS}\nreport:   {summary.out}/{REPORT_HTML}")
+    for w in summary.stats.get("warnings", []):
+        print(f"warning: {w}", file=sys.stderr)
     if summary.skipped_steps:
         out.print(f"resumed: {summary.skipped_steps} finished step(s) skipped")
     return EXIT_OK

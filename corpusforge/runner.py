@@ -733,6 +733,32 @@ def _source_counts(store: Store, directory: str, shards: list[ShardInfo]) -> dic
     return dict(sorted(totals.items()))
 
 
+# Quality decisions that keep nearly everything or nearly nothing are usually a model or a
+# threshold from another domain (a classifier scoring every document 0.06-0.18): say so.
+FILTER_STAGES = ("text.quality", "text.quality_classifier")
+WARN_MIN_ROWS = 20            # fewer documents say nothing about a filter's share
+
+
+def decision_warnings(stages: dict) -> list[str]:
+    """Warnings for quality filters that reject more than 95% or keep more than 99% of the
+    documents they see, and for single rules that reject more than 95% of them."""
+    out = []
+    for key, e in stages.items():
+        n = e["rows_in"]
+        if e["stage"] not in FILTER_STAGES or n < WARN_MIN_ROWS:
+            continue
+        if e["rejected"] > 0.95 * n:
+            out.append(f"{key} rejected {e['rejected']:,} of {n:,} documents ({e['rejected'] / n:.1%}): "
+                       f"check its thresholds or model against this data")
+        elif e["kept"] > 0.99 * n:
+            out.append(f"{key} kept {e['kept']:,} of {n:,} documents ({e['kept'] / n:.1%}): it decides almost "
+                       f"nothing here; check its thresholds or model against this data")
+        for reason, count in e["rejected_by_reason"].items():
+            if count > 0.95 * n:
+                out.append(f"{key}: rule {reason} alone rejected {count:,} of {n:,} documents ({count / n:.1%})")
+    return out
+
+
 def merge_stats(plan: Plan, results: list[list[UnitResult]]) -> dict:
     read = {"files": 0, "files_accounted": 0, "records": 0, "rejected": 0, "bytes": 0,
             "rejected_by_reason": Counter()}
@@ -771,6 +797,9 @@ def merge_stats(plan: Plan, results: list[list[UnitResult]]) -> dict:
         "totals": {"entered": entered, "created": created, "kept": kept, "rejected": rejected,
                    "files_listed": files_listed, "files_accounted": read["files_accounted"], "accounting_ok": ok},
     }
+    warnings = decision_warnings(ordered)
+    if warnings:
+        stats["warnings"] = warnings
     if not ok:
         raise AccountingError(f"run accounting failed: {entered} entered + {created} created vs {kept} kept + "
                               f"{rejected} rejected; {files_listed} files listed, {read['files']} read, "

@@ -65,3 +65,39 @@ def test_cli_trains_a_model(tmp_path):
                         "--negative", str(tmp_path / "y"), "--out", str(tmp_path / "z.npz")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "no such file" in r.stderr
+
+
+def test_a_classifier_that_keeps_all_or_none_is_warned_about(tmp_path):
+    import json
+
+    from conftest import text_config
+    from corpusforge import runner
+    from corpusforge.report.build import generate
+
+    pos, neg = _corpora()
+    model, _ = train(pos[:300], neg[:300], dims=1 << 14)
+    model.save(tmp_path / "m.npz")
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "d.jsonl").write_text("".join(json.dumps({"text": t}, ensure_ascii=False) + "\n" for t in pos[-60:]))
+    outcomes = {}
+    for threshold in (0.0, 0.5, 1.0):          # keeps everything, decides, keeps nothing
+        out = tmp_path / f"out{threshold}"
+        cfg = text_config([{"format": "jsonl", "paths": [str(folder)], "source": "wiki"}], out,
+                          [{"stage": "text.quality_classifier", "model": str(tmp_path / "m.npz"), "threshold": threshold}])
+        outcomes[threshold] = runner.run(cfg).stats.get("warnings", [])
+    assert len(outcomes[0.0]) == 1 and "kept 60 of 60" in outcomes[0.0][0]
+    assert any("rejected 60 of 60" in w for w in outcomes[1.0])
+    assert any("rule classifier.low_score alone rejected" in w for w in outcomes[1.0])
+    html, data = generate(tmp_path / "out0.0")
+    assert json.loads(open(data).read())["warnings"] == outcomes[0.0]
+    assert "warning:</b>" in open(html).read()
+    # the CLI says it on stderr
+    cfg_path = tmp_path / "c.yaml"
+    import yaml
+
+    cfg = text_config([{"format": "jsonl", "paths": [str(folder)], "source": "wiki"}], tmp_path / "cli",
+                      [{"stage": "text.quality_classifier", "model": str(tmp_path / "m.npz"), "threshold": 0.0}])
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    r = subprocess.run([sys.executable, "-m", "corpusforge", "run", str(cfg_path), "-q"], capture_output=True, text=True)
+    assert r.returncode == 0 and "warning: 00:text.quality_classifier kept 60 of 60" in r.stderr

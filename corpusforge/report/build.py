@@ -76,6 +76,8 @@ def summarize(root: str | Path) -> dict:
                     "created": v.get("created", 0), "by_reason": v["rejected_by_reason"], "counters": v.get("counters", {})}
                    for v in stats["stages"].values()]
         s["funnel"] = funnel
+        if stats.get("warnings"):
+            s["warnings"] = stats["warnings"]
         s["totals"] = stats["totals"]
     dist = {}
     if kept is not None:
@@ -261,6 +263,7 @@ def render(s: dict) -> str:
                          + ", ".join(f"{e(r)} {n:,}" for r, n in sorted(f["by_reason"].items(), key=lambda kv: -kv[1]))
                          + "</td></tr>" for f in s["funnel"]) + "</table>")
         parts.append(svg.hbars([(f["stage"], f["kept"]) for f in s["funnel"]], unit=" kept"))
+        parts.append("".join(f"<p><b>warning:</b> {e(w)}</p>" for w in s.get("warnings", [])))
     if s.get("distributions"):
         parts.append("<h2>Distributions (kept records)</h2>")
         for name, h in s["distributions"].items():
