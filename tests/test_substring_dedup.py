@@ -208,3 +208,13 @@ def test_report_lists_the_cut_spans_and_bytes_per_source(tmp_path):
     # every listed span is text of the corpus (its first occurrence is kept)
     assert all(any(t["text"][:40] in d for d in docs) for t in spans["top_spans"])
     assert "Repeated spans cut" in open(html).read()
+
+
+def test_empty_short_and_repeated_documents_are_all_accounted_for(tmp_path):
+    w = " ".join(f"w{i}" for i in range(30))
+    docs = ["", " ", "one", "。", w, w, "中文" * 40, "中文" * 40 + "尾"]
+    stats, kept, rejected = _run(tmp_path, docs, {"min_tokens": 10, "min_remaining": 2}, n_files=1)
+    assert kept.num_rows + rejected.num_rows == len(docs) == stats["rows_in"]
+    assert rejected.column("reject_reason").to_pylist() == ["substring_duplicate", "substring_duplicate"]
+    # "中文" * 40 repeats itself: every window after the first two is a later copy within the document
+    assert sorted(kept.column("text").to_pylist()) == sorted(["", " ", "one", "。", w, "中文"])

@@ -23,8 +23,8 @@ import pyarrow as pa
 from corpusforge.text.langid import CJK_LANGS, LangIdConfig, script_detect
 
 CJK_CHAR = r"[\p{Han}\p{Hiragana}\p{Katakana}]"
-_WORD_CHAR = r"[[\p{L}\p{N}\p{M}]--[\p{Han}\p{Hiragana}\p{Katakana}]]"   # Rust regex class subtraction
-TOKEN = CJK_CHAR + "|" + _WORD_CHAR + r"+(?:['’]" + _WORD_CHAR + r"+)*|[^\s\p{L}\p{N}\p{M}]+"
+WORD_CHAR = r"[[\p{L}\p{N}\p{M}]--[\p{Han}\p{Hiragana}\p{Katakana}]]"   # Rust regex class subtraction
+TOKEN = CJK_CHAR + "|" + WORD_CHAR + r"+(?:['’]" + WORD_CHAR + r"+)*|[^\s\p{L}\p{N}\p{M}]+"
 
 # Sentence-ending punctuation, Latin and CJK (full-width forms survive NFC; NFKC maps them to ASCII).
 TERMINAL = ".!?\"'。！？…」』”’）)"

@@ -88,8 +88,7 @@ class SubstringDedup(GlobalStage):
         tok = self._tokens(table.column("text").combine_chunks())
         h1, h2, doc = window_hashes(tok, self.config.min_tokens)
         offsets = pa.array(np.r_[0, np.cumsum(np.bincount(doc, minlength=tok.n_docs))], pa.int64())
-        return pa.table({"id": table.column("id"), "source": table.column("source"),
-                         "n_tokens": pa.array(tok.counts(), pa.int64()),
+        return pa.table({"id": table.column("id"), "n_tokens": pa.array(tok.counts(), pa.int64()),
                          "h1": pa.LargeListArray.from_arrays(offsets, pa.array(h1, pa.uint64())),
                          "h2": pa.LargeListArray.from_arrays(offsets, pa.array(h2, pa.uint64()))})
 
@@ -118,7 +117,7 @@ class SubstringDedup(GlobalStage):
         reason, detail = np.full(n, None, dtype=object), np.full(n, None, dtype=object)
         texts = table.column("text").to_pylist()
         rows = dec["row"][lo:hi] - row_offset
-        top = [t for t in self._top_spans(workdir) if t["unit"] == unit and 0 <= t["row"] - row_offset < n]
+        top = [t for t in self._listed_spans(workdir) if t["unit"] == unit and 0 <= t["row"] - row_offset < n]
         need = sorted(set(rows.tolist()) | {t["row"] - row_offset for t in top})
         starts = {}
         if need:
@@ -149,7 +148,7 @@ class SubstringDedup(GlobalStage):
                  .append_column("count_substring_dup_bytes", pa.array(cut_bytes)))
         return split(table, pa.array(reason, pa.string()), pa.array(detail, pa.string()), stats)
 
-    def _top_spans(self, workdir: Path) -> list[dict]:
+    def _listed_spans(self, workdir: Path) -> list[dict]:
         cache = getattr(self, "_top_cache", None)
         if cache is None or cache[0] != str(workdir):
             cache = self._top_cache = (str(workdir), json.loads((Path(workdir) / TOP_SPANS_FILE).read_text()))
@@ -267,7 +266,7 @@ def _intervals(gid: np.ndarray, pos: np.ndarray, length: int, same: np.ndarray |
     return np.cumsum(new) - 1
 
 
-def _top_spans(firsts: pl.DataFrame, sp, length: int) -> list[dict]:
+def _most_repeated(firsts: pl.DataFrame, sp, length: int) -> list[dict]:
     """The most repeated spans of one bucket (first occurrences of runs of repeated windows
     with one count), longest first among equals: where they are, for the filter to read."""
     if not firsts.height:
@@ -297,7 +296,7 @@ def _write_decisions(workdir: Path, sp, n_tokens: np.ndarray, buckets: list[tupl
     docs_cut = tokens_cut = 0
     with pq.ParquetWriter(str(Path(workdir) / DECISIONS), DECISION) as out:
         for cut_path, first_path in buckets:
-            top = sorted(top + _top_spans(_read_sorted(first_path), sp, L),
+            top = sorted(top + _most_repeated(_read_sorted(first_path), sp, L),
                          key=lambda t: (-t["count"], -t["len"], t["gid"], t["start"]))[:TOP_SPANS]
             cut = _read_sorted(cut_path)
             if not cut.height:

@@ -24,10 +24,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from corpusforge.text.features import CJK_CHAR, Flat
+from corpusforge.text.features import CJK_CHAR, WORD_CHAR, Flat
 from corpusforge.text.minhash import mix64
 
-WORD_CHAR = r"[[\p{L}\p{N}\p{M}]--[\p{Han}\p{Hiragana}\p{Katakana}]]"
 WORD_TOKEN = f"{CJK_CHAR}|{WORD_CHAR}+"
 # a token with the non-token characters before it: matches tile the text from its start
 PREFIXED_TOKEN = rf"[^\p{{L}}\p{{N}}\p{{M}}]*(?:{WORD_TOKEN})"
