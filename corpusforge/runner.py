@@ -30,7 +30,6 @@ others after deleting their partial files, so a killed run resumes to byte-ident
 from __future__ import annotations
 
 import contextlib
-
 import os
 import shutil
 import tempfile
@@ -307,9 +306,8 @@ def run_unit(plan: Plan, segment_index: int, unit: Unit) -> UnitResult:
                         if fp_writer is None:
                             fp_writer = pq.ParquetWriter(fp_tmp, fp.schema, compression="zstd")
                         fp_writer.write_table(fp)
-                    except OSError as exc:          # Arrow's message names no file: name it (disk full)
-                        raise OSError(exc.errno, f"cannot write {plan.store.display(fp_path)}: "
-                                                 f"{exc.strerror or exc}") from exc
+                    except OSError as exc:
+                        raise _named(exc, plan.store.display(fp_path)) from exc
                 kept_writer.write(batch)
                 kept_rows += batch.num_rows
         kept = kept_writer.close()
@@ -320,7 +318,7 @@ def run_unit(plan: Plan, segment_index: int, unit: Unit) -> UnitResult:
             elif fp_tmp is not None:
                 pq.write_table(pa.table({"unit": pa.array([], pa.int32()), "row": pa.array([], pa.int64())}), fp_tmp)
         except OSError as exc:
-            raise OSError(exc.errno, f"cannot write {plan.store.display(fp_path)}: {exc.strerror or exc}") from exc
+            raise _named(exc, plan.store.display(fp_path)) from exc
     except BaseException:
         kept_writer.abort()
         rej_writer.abort()
@@ -337,6 +335,11 @@ def run_unit(plan: Plan, segment_index: int, unit: Unit) -> UnitResult:
                         {k: v.to_dict() for k, v in stats.items()}, read_stats if segment_index == 0 else {})
     plan.store.write_json(done, result.__dict__)
     return result
+
+
+def _named(exc: OSError, path: str) -> OSError:
+    """Arrow's write errors name no file (disk full): name it."""
+    return OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}")
 
 
 def _segment_input(plan: Plan, segment: int, unit: Unit, read_stats: dict, reject) -> Iterator[tuple[pa.Table, int]]:
