@@ -32,7 +32,8 @@ TOKENS = ROOT / "out" / "shakespeare" / "tokens"
 from trainer.config import load  # noqa: E402
 from trainer.data import TokenLoader, TokenStream, split  # noqa: E402
 from trainer.model import GPT  # noqa: E402
-from trainer.train import build_optimizer, train  # noqa: E402
+from trainer.optim import build_optimizer  # noqa: E402
+from trainer.train import train  # noqa: E402
 
 STEPS = 150
 WARM = 20
@@ -41,7 +42,7 @@ WARM = 20
 def trainer_run(tmp: Path) -> float:
     cfg = load(ROOT / "trainer/configs/shakespeare_char.yaml",
                [f"data.dataset={TOKENS}", f"out_dir={tmp}", f"steps={STEPS}", "eval_every=0", "eval_batches=1",
-                "tensorboard=false", "log_every=1000"])
+                "tensorboard=false", "log_every=1"])
     train(cfg)
     tps = [json.loads(l)["tokens_per_s"] for l in open(tmp / "metrics.jsonl") if '"tokens_per_s"' in l]
     return statistics.median(tps[WARM:])

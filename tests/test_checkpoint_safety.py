@@ -45,11 +45,11 @@ def test_a_checkpoint_round_trips_with_weights_only(tmp_path):
 
     model, opt, sched, loader = _parts()
     loader.position = 7
-    path = checkpoint.save(tmp_path, 3, model, opt, sched, loader, rank=0, zero1=False)
+    path = checkpoint.save(tmp_path, checkpoint.TrainState(model, opt, sched, loader, step=3), rank=0)
     expected = (torch.rand(1).item(), np.random.rand(), random.random())
     torch.rand(5), np.random.rand(3), random.random()          # move every RNG on
     m2, o2, s2, l2 = _parts()
-    assert checkpoint.load(path, m2, o2, s2, l2, rank=0, zero1=False) == 3 and l2.position == 7
+    assert checkpoint.load(path, checkpoint.TrainState(m2, o2, s2, l2), rank=0) == 3 and l2.position == 7
     assert torch.equal(m2.weight, model.weight)
     assert (torch.rand(1).item(), np.random.rand(), random.random()) == expected
 
@@ -57,14 +57,14 @@ def test_a_checkpoint_round_trips_with_weights_only(tmp_path):
 @pytest.mark.parametrize("target", ["rank0.pt", ".metadata"])
 def test_crafted_checkpoint_is_refused_without_running_code(tmp_path, target):
     model, opt, sched, loader = _parts()
-    path = checkpoint.save(tmp_path, 1, model, opt, sched, loader, rank=0, zero1=False)
+    path = checkpoint.save(tmp_path, checkpoint.TrainState(model, opt, sched, loader, step=1), rank=0)
     marker = tmp_path / "pwned"
     if target == "rank0.pt":
         torch.save({"step": 1, "evil": _Payload(marker)}, path / target)
     else:
         (path / target).write_bytes(pickle.dumps(_Payload(marker)))
     with pytest.raises(pickle.UnpicklingError):
-        checkpoint.load(path, *_parts(), rank=0, zero1=False)
+        checkpoint.load(path, checkpoint.TrainState(*_parts()), rank=0)
     assert not marker.exists()
 
 

@@ -109,7 +109,7 @@ def test_resume_is_bit_for_bit(tokens, tmp_path, mode, nprocs):
 
 
 def test_grad_accumulation_and_activation_checkpointing_are_equivalent(tokens, tmp_path, reference):
-    launch(tokens, tmp_path / "accum", 1, "batch_size=4", "grad_accum=2", "activation_checkpointing=true")
+    launch(tokens, tmp_path / "accum", 1, "batch_size=4", "grad_accum=2", "activation_checkpointing=full")
     a, b = losses(tmp_path / "accum"), losses(reference[8])
     assert max(abs(x - y) for x, y in zip(a, b)) < 1e-5
 

@@ -1,6 +1,7 @@
 """Checkpoints with ``torch.distributed.checkpoint`` (DCP).
 
-``<out_dir>/checkpoints/step_NNNNNN/``: the model and optimizer through DCP (each rank writes
+What is saved is a :class:`TrainState`: the model, optimizer, LR scheduler, data loader and
+step. ``<out_dir>/checkpoints/step_NNNNNN/``: the model and optimizer through DCP (each rank writes
 its own shards: DDP, FSDP, TP and pipeline stages alike; ``get_state_dict`` turns them into
 the same keys as the plain model), plus ``rank{r}.pt`` with what is per-rank state: the step,
 the LR scheduler, the data loader's position and every RNG. ZeRO-1's optimizer is consolidated
@@ -17,12 +18,29 @@ from __future__ import annotations
 import os
 import pickle
 import random
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.optim import ZeroRedundancyOptimizer
+
+
+@dataclass
+class TrainState:
+    """Everything a run needs to continue where it stopped."""
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    loader: object                   # trainer.data.TokenLoader (state_dict / load_state_dict)
+    step: int = 0
+
+    @property
+    def zero1(self) -> bool:
+        """ZeRO-1's optimizer is consolidated and saved whole, not through DCP."""
+        return isinstance(self.optimizer, ZeroRedundancyOptimizer)
 
 
 def _rng_state() -> dict:
@@ -71,19 +89,20 @@ def _barrier():
         torch.distributed.barrier()
 
 
-def save(out_dir: Path, step: int, model, optimizer, scheduler, loader, rank: int, zero1: bool) -> Path:
+def save(out_dir: Path, state: TrainState, rank: int) -> Path:
     root = Path(out_dir) / "checkpoints"
-    path = root / f"step_{step:06d}"
+    path = root / f"step_{state.step:06d}"
     path.mkdir(parents=True, exist_ok=True)
-    if zero1:
-        optimizer.consolidate_state_dict(to=0)
+    if state.zero1:
+        state.optimizer.consolidate_state_dict(to=0)
         if rank == 0:
-            torch.save({"model": model.module.state_dict(), "optim": optimizer.state_dict()}, path / "zero1.pt")
+            torch.save({"model": state.model.module.state_dict(), "optim": state.optimizer.state_dict()},
+                       path / "zero1.pt")
     else:
-        model_sd, optim_sd = get_state_dict(model, optimizer)
+        model_sd, optim_sd = get_state_dict(state.model, state.optimizer)
         dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=str(path))
-    torch.save({"step": step, "scheduler": scheduler.state_dict(), "loader": loader.state_dict(), "rng": _rng_state()},
-               path / f"rank{rank}.pt")
+    torch.save({"step": state.step, "scheduler": state.scheduler.state_dict(), "loader": state.loader.state_dict(),
+                "rng": _rng_state()}, path / f"rank{rank}.pt")
     _barrier()
     if rank == 0:
         tmp = root / "latest.tmp"
@@ -98,23 +117,24 @@ def latest(out_dir: Path) -> Path | None:
     return marker.parent / marker.read_text().strip() if marker.exists() else None
 
 
-def load(path: Path, model, optimizer, scheduler, loader, rank: int, zero1: bool) -> int:
-    """Restore everything saved by :func:`save`; returns the step to continue from."""
-    if zero1:
-        state = torch.load(path / "zero1.pt", weights_only=True)
-        model.module.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optim"])
+def load(path: Path, state: TrainState, rank: int) -> int:
+    """Restore everything :func:`save` wrote into ``state``; returns (and sets) the step to continue from."""
+    if state.zero1:
+        saved = torch.load(path / "zero1.pt", weights_only=True)
+        state.model.module.load_state_dict(saved["model"])
+        state.optimizer.load_state_dict(saved["optim"])
     else:
-        model_sd, optim_sd = get_state_dict(model, optimizer)
-        state = {"model": model_sd, "optim": optim_sd}
+        model_sd, optim_sd = get_state_dict(state.model, state.optimizer)
+        sd = {"model": model_sd, "optim": optim_sd}
         check_metadata(path)
-        dcp.load(state, checkpoint_id=str(path))
-        set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        dcp.load(sd, checkpoint_id=str(path))
+        set_state_dict(state.model, state.optimizer, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
     mine = path / f"rank{rank}.pt"
     if not mine.exists():
         raise RuntimeError(f"{path} has no state for rank {rank}: resume with the world size it was saved with")
     extra = torch.load(mine, weights_only=True)     # tensors and plain data only: never code
-    scheduler.load_state_dict(extra["scheduler"])
-    loader.load_state_dict(extra["loader"])
+    state.scheduler.load_state_dict(extra["scheduler"])
+    state.loader.load_state_dict(extra["loader"])
     _set_rng_state(extra["rng"])
-    return extra["step"]
+    state.step = extra["step"]
+    return state.step

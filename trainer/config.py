@@ -46,6 +46,7 @@ class OptimConfig:
     grad_clip: float = 1.0            # 0: off
     schedule: str = "cosine"          # cosine | linear | constant
     warmup_steps: int = 100
+    implementation: str = "auto"      # auto: fused AdamW on an accelerator, else foreach | fused | foreach
 
 
 @dataclass
@@ -61,7 +62,12 @@ class TrainConfig:
     eval_batches: int = 20
     log_every: int = 10
     precision: str = "fp32"           # fp32 | bf16 | fp16
-    activation_checkpointing: bool = False
+    # none | full: recompute every ac_every-th block in backward | op: keep matmul and attention
+    # outputs, recompute the cheap elementwise ops (norms, activations, RoPE)
+    activation_checkpointing: str = "none"
+    ac_every: int = 1
+    compile: bool = False             # torch.compile each transformer block (and the loss)
+    float8: str = "none"              # none | tensorwise | rowwise: torchao float8 training (CUDA, sm89+)
     seed: int = 1337
     device: str = "auto"              # auto | cpu | cuda | npu
     out_dir: str = "out/train"
@@ -80,6 +86,9 @@ class TrainConfig:
             "model.norm": (self.model.norm, {"rmsnorm", "layernorm"}),
             "model.pos": (self.model.pos, {"rope", "learned"}),
             "device": (self.device, {"auto", "cpu", "cuda", "npu"}),
+            "activation_checkpointing": (self.activation_checkpointing, {"none", "full", "op"}),
+            "float8": (self.float8, {"none", "tensorwise", "rowwise"}),
+            "optim.implementation": (self.optim.implementation, {"auto", "fused", "foreach"}),
         }
         for name, (value, allowed) in choices.items():
             if value not in allowed:
@@ -88,7 +97,8 @@ class TrainConfig:
             raise ValueError("data.dataset: required (a corpusforge dataset with token_ids)")
         positive = {"batch_size": self.batch_size, "grad_accum": self.grad_accum, "steps": self.steps,
                     "model.seq_len": self.model.seq_len, "parallel.tp": self.parallel.tp,
-                    "parallel.pp": self.parallel.pp, "parallel.microbatches": self.parallel.microbatches}
+                    "parallel.pp": self.parallel.pp, "parallel.microbatches": self.parallel.microbatches,
+                    "ac_every": self.ac_every, "model.loss_chunks": self.model.loss_chunks}
         for name, value in positive.items():
             if value < 1:
                 raise ValueError(f"{name}: must be >= 1, got {value}")
@@ -96,6 +106,14 @@ class TrainConfig:
             raise ValueError(f"data.val_fraction: must be in [0, 1), got {self.data.val_fraction}")
         if self.parallel.mode.startswith("pp") and self.batch_size % self.parallel.microbatches:
             raise ValueError(f"parallel.microbatches {self.parallel.microbatches} must divide batch_size {self.batch_size}")
+        if self.model.loss_chunks > 1 and self.parallel.mode in ("tp", "tp+fsdp", "pp", "pp+dp"):
+            raise ValueError(f"model.loss_chunks: {self.model.loss_chunks} needs the whole output layer on one rank; "
+                             f"parallel.mode {self.parallel.mode} splits it: set it to 1")
+        if self.float8 != "none" and self.parallel.mode in ("tp", "tp+fsdp"):
+            raise ValueError(f"float8: {self.float8} is not combined with tensor parallelism here (parallel.mode "
+                             f"{self.parallel.mode}); use none, ddp, zero1/2/3 or pp")
+        if self.float8 != "none" and self.precision != "bf16":
+            raise ValueError(f"float8: {self.float8} trains the matmuls in float8 and the rest in bf16: set precision: bf16")
         return self
 
 

@@ -3,7 +3,9 @@
 
 Structure (names chosen so that parallelism plans can address them, torchtitan-style):
 ``tok_embeddings`` -> ``layers.{i}`` (``attention_norm`` -> ``attention`` (wq, wk, wv, wo) ->
-``ffn_norm`` -> ``feed_forward`` (w1, w2)) -> ``norm`` -> ``output``. Any of ``tok_embeddings``,
+``ffn_norm`` -> ``feed_forward`` (w1, w2)) -> ``norm`` -> ``output`` (-> the loss, when targets
+are given: in ``loss_chunks`` slices of tokens, each recomputed in backward, so that the fp32
+logits of a large vocabulary never exist all at once). Any of ``tok_embeddings``,
 ``pos_embeddings``, ``norm`` and ``output`` may be ``None`` and layers may be removed: that is
 how a pipeline stage holds only its part of the model.
 """
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 
 @dataclass
@@ -32,6 +35,7 @@ class ModelConfig:
     dropout: float = 0.0
     bias: bool = False
     rope_theta: float = 10_000.0
+    loss_chunks: int = 1             # >1: the output projection and loss in this many slices of tokens
 
 
 def make_norm(cfg: ModelConfig) -> nn.Module:
@@ -41,19 +45,39 @@ def make_norm(cfg: ModelConfig) -> nn.Module:
 
 
 def rope_tables(head_dim: int, seq_len: int, theta: float) -> torch.Tensor:
-    """cos and sin of the rotary angles, shape (seq_len, head_dim // 2, 2)."""
+    """cos and sin of the rotary angles, shape (2, seq_len, head_dim // 2), in float32 (the
+    angles need the precision; they are cast to the activations' dtype where used)."""
     freqs = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
     angles = torch.outer(torch.arange(seq_len, dtype=torch.float32), freqs)
-    return torch.stack([angles.cos(), angles.sin()], dim=-1)
+    return torch.stack([angles.cos(), angles.sin()])
 
 
 def apply_rope(x: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
-    """Rotate pairs of channels of x (B, T, H, D) by position."""
+    """Rotate the channel pairs (2i, 2i+1) of x (B, T, H, D) by position, in x's dtype: the pairs
+    are a view of x and the rotated halves are written once into the output (no float32 copy of
+    the activations and no cast back)."""
     t = x.shape[1]
-    x2 = x.float().unflatten(-1, (-1, 2))                       # (B, T, H, D/2, 2)
-    cos, sin = tables[:t, None, :, 0], tables[:t, None, :, 1]     # (T, 1, D/2)
-    out = torch.stack([x2[..., 0] * cos - x2[..., 1] * sin, x2[..., 0] * sin + x2[..., 1] * cos], dim=-1)
-    return out.flatten(-2).type_as(x)
+    cos = tables[0, :t, None, :].to(x.dtype)                      # (T, 1, D/2)
+    sin = tables[1, :t, None, :].to(x.dtype)
+    pairs = x.unflatten(-1, (-1, 2))                              # a view: (B, T, H, D/2, 2)
+    even, odd = pairs[..., 0], pairs[..., 1]
+    return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+
+
+def _loss_sum(h: torch.Tensor, targets: torch.Tensor, output: nn.Module) -> torch.Tensor:
+    return F.cross_entropy(output(h).float(), targets, reduction="sum")
+
+
+def chunked_cross_entropy(h: torch.Tensor, targets: torch.Tensor, output: nn.Module, chunks: int) -> torch.Tensor:
+    """Mean cross-entropy of ``output(h)`` against ``targets``. With ``chunks`` > 1 the tokens are
+    cut into that many slices whose logits are recomputed in backward: peak memory holds one
+    slice's fp32 logits instead of all of them."""
+    if chunks <= 1:        # (B, T, d) into the output layer: what tensor parallelism's plan expects
+        return F.cross_entropy(output(h).flatten(0, 1).float(), targets.flatten())
+    h, targets = h.flatten(0, 1), targets.flatten()
+    total = sum(checkpoint(_loss_sum, hc, tc, output, use_reentrant=False)
+                for hc, tc in zip(h.chunk(chunks), targets.chunk(chunks)))
+    return total / targets.numel()
 
 
 class Attention(nn.Module):
@@ -133,17 +157,26 @@ class GPT(nn.Module):
             else:
                 nn.init.normal_(p, std=0.02)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """(B, T) token ids -> (B, T, vocab) logits. A pipeline stage without
-        ``tok_embeddings`` takes (B, T, d_model) activations instead, and one without
-        ``output`` returns activations."""
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, T) token ids -> (B, T, vocab) logits, or with (B, T) ``targets`` the mean
+        cross-entropy. A pipeline stage without ``tok_embeddings`` takes (B, T, d_model)
+        activations instead, and one without ``output`` returns activations."""
         h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens
         if self.pos_embeddings is not None:
             h = h + self.pos_embeddings(torch.arange(h.shape[1], device=h.device))
         for layer in self.layers.values():
             h = layer(h, self.rope)
         h = self.norm(h) if self.norm is not None else h
-        return self.output(h) if self.output is not None else h
+        if self.output is None:
+            return h
+        if targets is None:
+            return self.output(h)
+        return self.loss(h, targets)
+
+    def loss(self, h: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """The output projection and mean cross-entropy (a method of its own so that it can be
+        compiled as one unit)."""
+        return chunked_cross_entropy(h, targets, self.output, self.cfg.loss_chunks)
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())

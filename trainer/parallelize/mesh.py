@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
@@ -10,13 +10,35 @@ from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from trainer.config import ParallelConfig
 
 
+FSDP_MODES = ("zero2", "zero3", "tp+fsdp", "pp+dp")
+DDP_MODES = ("ddp", "zero1")
+TP_MODES = ("tp", "tp+fsdp")
+PP_MODES = ("pp", "pp+dp")
+
+
 @dataclass
 class ParallelDims:
+    """The degrees of each kind of parallelism and what follows from the mode, decided once here
+    so that the rest of the trainer reads flags instead of comparing mode names."""
     mode: str
     dp: int
     tp: int
     pp: int
     mesh: DeviceMesh | None
+    fsdp: bool = field(init=False)            # FSDP2 shards (zero2, zero3, and the dp side of the 2D modes)
+    ddp: bool = field(init=False)             # DistributedDataParallel (ddp, zero1)
+    zero1: bool = field(init=False)           # ... with the optimizer state sharded
+    tp_enabled: bool = field(init=False)
+    pp_enabled: bool = field(init=False)
+    reshard_after_forward: bool = field(init=False)   # ZeRO-3: free gathered parameters after forward
+
+    def __post_init__(self):
+        self.fsdp = self.mode in FSDP_MODES
+        self.ddp = self.mode in DDP_MODES
+        self.zero1 = self.mode == "zero1"
+        self.tp_enabled = self.mode in TP_MODES
+        self.pp_enabled = self.mode in PP_MODES
+        self.reshard_after_forward = self.mode == "zero3"
 
     @property
     def dp_mesh(self):
@@ -41,8 +63,8 @@ def build(cfg: ParallelConfig, world_size: int, device_type: str) -> ParallelDim
         if world_size != 1:
             raise ValueError(f"parallel.mode none with {world_size} processes: choose ddp, zero1/2/3, tp or pp")
         return ParallelDims(mode, 1, 1, 1, None)
-    tp = cfg.tp if mode in ("tp", "tp+fsdp") else 1
-    pp = cfg.pp if mode in ("pp", "pp+dp") else 1
+    tp = cfg.tp if mode in TP_MODES else 1
+    pp = cfg.pp if mode in PP_MODES else 1
     if mode == "tp":
         tp = world_size
     if mode == "pp":
@@ -55,7 +77,7 @@ def build(cfg: ParallelConfig, world_size: int, device_type: str) -> ParallelDim
                          f"{world_size} processes with tp={tp}, pp={pp} leave {dp}")
     shape, names = [], []
     for size, name in ((dp, "dp"), (pp, "pp"), (tp, "tp")):
-        if size > 1 or (name == "dp" and mode in ("ddp", "zero1", "zero2", "zero3")):
+        if size > 1 or (name == "dp" and mode in DDP_MODES + ("zero2", "zero3")):
             shape.append(size)
             names.append(name)
     mesh = init_device_mesh(device_type, tuple(shape), mesh_dim_names=tuple(names))
