@@ -72,6 +72,7 @@ class TrainConfig:
     device: str = "auto"              # auto | cpu | cuda | npu
     out_dir: str = "out/train"
     checkpoint_every: int = 0         # 0: only at the end
+    save_final: bool = True           # false: no checkpoint or final weights at the end (benchmarks, sweeps)
     resume: bool = False
     stop_at: int = 0                  # stop after this step (checkpoint saved), as if interrupted; 0: run to `steps`
     tensorboard: bool = True

@@ -254,8 +254,9 @@ def train(cfg: TrainConfig) -> dict:
     state_bytes = local_state_bytes(model, optimizer)      # what this rank holds, sharded or not
     val = evaluate(model, val_seqs, cfg, dims, rt, schedule)
     log.eval(val, cfg.steps)
-    checkpoint.save(out, state, rt.rank)
-    _save_final_weights(model, out, dims)
+    if cfg.save_final:
+        checkpoint.save(out, state, rt.rank)
+        _save_final_weights(model, out, dims)
     summary = {"train_loss": log.last_loss, "val_loss": val, "steps": cfg.steps, "params": n_params,
                "flops_per_token": flops_per_token, "device": throughput.name, "max_memory_bytes": rt.max_memory_bytes(),
                "last_log": log.last_record, "rank_state_bytes": _gather_object(state_bytes)}
