@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         cfg = load_config(args.config, args.set)
-        trained = load_run(cfg.run)
+        trained = load_run(cfg.run, cfg)
         distributed = _init_distributed() if args.method == "distill" else False
         if args.method == "quantize":
             from trainer.compress import quantize as method

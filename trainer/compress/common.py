@@ -2,6 +2,10 @@
 measurement (loss, perplexity, tokens/s, bytes, error against the fp32 model), one fine-tuning
 loop, and saving the result with its report.
 
+Compression runs on the trainer's device selection (``device``: auto takes CUDA, then NPU, else
+CPU). On an accelerator the reference model is bf16 (``precision: auto``) and every row is
+compared with it; on CPU it is fp32.
+
 A *run* is a finished trainer ``out_dir``: ``config.json`` (the model and the dataset) and
 ``final_model_stage*.pt`` (the full weights; a pipeline-parallel run's stages are merged).
 """
@@ -75,6 +79,8 @@ class CompressConfig:
     eval_batches: int = 20
     calibration_batches: int = 8
     seed: int = 1337
+    device: str = "auto"              # auto | cpu | cuda | npu (as the trainer chooses)
+    precision: str = "auto"           # the reference model's dtype: auto (bf16 on an accelerator, else fp32) | fp32 | bf16
     quantize: QuantizeConfig = field(default_factory=QuantizeConfig)
     prune: PruneConfig = field(default_factory=PruneConfig)
     distill: DistillConfig = field(default_factory=DistillConfig)
@@ -93,6 +99,8 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
         "prune.target": (cfg.prune.target, {"mlp", "heads", "both"}),
         "prune.importance": (cfg.prune.importance, {"l1", "l2", "activation", "taylor"}),
         "prune.schedule": (cfg.prune.schedule, {"one_shot", "iterative"}),
+        "device": (cfg.device, {"auto", "cpu", "cuda", "npu"}),
+        "precision": (cfg.precision, {"auto", "fp32", "bf16"}),
     }
     for name, (value, allowed) in choices.items():
         if value not in allowed:
@@ -108,13 +116,16 @@ def load_config(path: str | Path | None, overrides: list[str] | None = None) -> 
 
 @dataclass
 class Trained:
-    """A finished run: its config, model (fp32, eval mode) and data splits."""
+    """A finished run: its config, model (on the device, in the reference precision, eval mode)
+    and data splits."""
 
     train_cfg: TrainConfig
     model: GPT
     train: PackedSequences
     val: PackedSequences
     vocab_size: int
+    device: torch.device = torch.device("cpu")
+    base: str = "fp32"                # the reference row's name: its precision
 
     def loader(self, batch_size: int, seed: int, rank: int = 0, world: int = 1) -> TokenLoader:
         """Training batches drawn as the run drew them (its shuffle window and sampling)."""
@@ -123,7 +134,22 @@ class Trained:
                            d.sampling == "random")
 
 
-def load_run(run: str | Path) -> Trained:
+def resolve_device(cfg: CompressConfig) -> tuple[torch.device, torch.dtype, str]:
+    """The device (the trainer's choice: an unavailable explicit request is an error) and the
+    reference dtype."""
+    from trainer.device import available_accelerators, choose_device_type
+
+    try:
+        kind = choose_device_type(cfg.device, available_accelerators())
+    except RuntimeError as exc:
+        raise CompressError(f"device: {exc}") from None
+    device = torch.device(kind) if kind == "cpu" else torch.device(kind, 0)
+    name = cfg.precision if cfg.precision != "auto" else ("fp32" if kind == "cpu" else "bf16")
+    return device, {"fp32": torch.float32, "bf16": torch.bfloat16}[name], name
+
+
+def load_run(run: str | Path, cfg: CompressConfig | None = None) -> Trained:
+    device, dtype, base = resolve_device(cfg) if cfg is not None else (torch.device("cpu"), torch.float32, "fp32")
     run = Path(run)
     if not (run / "config.json").exists():
         raise CompressError(f"run: {run} has no config.json (give a finished trainer out_dir)")
@@ -138,10 +164,10 @@ def load_run(run: str | Path) -> Trained:
         tc.model.vocab_size = state["tok_embeddings.weight"].shape[0]
     model = GPT(tc.model)
     model.load_state_dict(state)
-    model.eval()
+    model.to(device=device, dtype=dtype).eval()
     stream = TokenStream.open(tc.data.dataset, run / "cache", verify=False)
     train, val = split(stream.tokens, tc.model.seq_len, tc.data.val_fraction)
-    return Trained(tc, model, train, val, tc.model.vocab_size)
+    return Trained(tc, model, train, val, tc.model.vocab_size, device, base)
 
 
 # ---- measurement --------------------------------------------------------------------------
@@ -186,12 +212,59 @@ def count_weights(model: torch.nn.Module) -> int:
                                                             if n.endswith("qweight"))
 
 
+def device_of(model: torch.nn.Module) -> torch.device:
+    return next(iter(model.parameters()), next(iter(model.buffers()), torch.zeros(()))).device
+
+
+def _sync(device: torch.device) -> None:
+    if device.type != "cpu":
+        torch.get_device_module(device.type).synchronize()
+
+
+def decode_latency(model: torch.nn.Module, device: torch.device, repeats: int = 50) -> dict:
+    """Milliseconds per generated token at batch 1: one token through every layer, the cost of a
+    decoding step with a KV cache less its attention over the cache (this model keeps no cache).
+    At batch 1 this is bound by reading the weights, which is where weight-only quantization pays.
+    On CUDA the step is captured in a CUDA graph, as a serving loop runs it, so that kernel launch
+    overhead does not hide the weights' cost; where capture fails (a kernel that syncs), eager."""
+    x = torch.zeros((1, 1), dtype=torch.long, device=device)
+    mode = "eager"
+    step = lambda: model(x)                                        # noqa: E731
+    for _ in range(3):
+        step()
+    if device.type == "cuda":
+        try:
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                for _ in range(3):
+                    model(x)
+            torch.cuda.current_stream().wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                model(x)
+            step, mode = graph.replay, "cuda graph"
+        except Exception:                                          # noqa: BLE001  any capture failure: eager
+            torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        _sync(device)
+        t = time.perf_counter()
+        step()
+        _sync(device)
+        times.append(time.perf_counter() - t)
+    times.sort()
+    return {"decode_ms_per_token": 1000 * times[len(times) // 2], "decode_mode": mode}
+
+
 @torch.no_grad()
 def measure(model: torch.nn.Module, data: list, reference: torch.nn.Module | None = None, speed_repeats: int = 3) -> dict:
-    """Held-out loss and perplexity, tokens/s (forward, best of ``speed_repeats`` passes), and
-    the error against the reference model's outputs: mean KL(reference || model) per token and
-    the largest absolute logit difference."""
+    """Held-out loss and perplexity, tokens/s (forward, best of ``speed_repeats`` passes), batch-1
+    decoding latency, and the error against the reference model's outputs: mean KL(reference ||
+    model) per token and the largest absolute logit difference."""
     model.eval()
+    device = device_of(model)
+    data = [(x.to(device), y.to(device)) for x, y in data]
     loss = kl = 0.0
     max_err = 0.0
     for x, y in data:
@@ -207,13 +280,15 @@ def measure(model: torch.nn.Module, data: list, reference: torch.nn.Module | Non
         model(data[0][0])                          # warm-up: thread pools, allocator, lazy init
     best = float("inf")
     for _ in range(speed_repeats):
+        _sync(device)
         t = time.perf_counter()
         for x, _ in data:
             model(x)
+        _sync(device)
         best = min(best, time.perf_counter() - t)
     tokens = sum(x.numel() for x, _ in data)
     out = {"loss": loss / n, "perplexity": math.exp(loss / n), "tokens_per_s": tokens / best if best > 0 else 0.0,
-           "params": count_weights(model), **weight_bytes(model)}
+           "params": count_weights(model), **weight_bytes(model), **decode_latency(model, device)}
     if reference is not None:
         out.update({"kl_to_fp32": kl / n, "max_logit_error": max_err})
     return out
@@ -237,9 +312,10 @@ def finetune(model: torch.nn.Module, trained: "Trained", steps: int, lr: float, 
     loss_fn = loss_fn or (lambda m, x, y: F.cross_entropy(m(x).flatten(0, 1).float(), y.flatten()))
     losses = []
     model.train()
+    device = device_of(model)
     for _ in range(steps):
         x, y = next(loader)
-        loss = loss_fn(wrapped, x, y)
+        loss = loss_fn(wrapped, x.to(device), y.to(device))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -270,17 +346,21 @@ def save(out_dir: Path, name: str, model: torch.nn.Module, model_cfg: ModelConfi
 
 
 def write_report(out_dir: Path, method: str, rows: dict[str, dict], notes: list[str] | None = None) -> None:
-    """report.json and report.md: one row per configuration, ratios against the fp32 row."""
+    """report.json and report.md: one row per configuration, ratios against the first (the
+    reference model's) row."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "report.json").write_text(json.dumps({"method": method, "rows": rows, "notes": notes or []}, indent=2))
-    base = rows.get("fp32")
-    lines = [f"# {method}", "", "| configuration | linear weight bytes | x smaller | params | held-out loss | vs fp32 | "
-             "perplexity | tokens/s | KL to fp32 |", "|---|---|---|---|---|---|---|---|---|"]
+    base_name = next(iter(rows), "fp32")
+    base = rows.get(base_name)
+    lines = [f"# {method}", "", f"| configuration | linear weight bytes | x smaller | params | held-out loss | vs {base_name} | "
+             f"perplexity | tokens/s | decode ms/token (batch 1) | KL to {base_name} |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in rows.items():
         smaller = base["linear_weight_bytes"] / r["linear_weight_bytes"] if base and r.get("linear_weight_bytes") else float("nan")
         rel = (r["loss"] / base["loss"] - 1) * 100 if base else float("nan")
         lines.append(f"| {name} | {r.get('linear_weight_bytes', 0):,} | {smaller:.2f}x | {r.get('params', 0):,} | "
                      f"{r['loss']:.4f} | {rel:+.2f}% | {r['perplexity']:.3f} | {r.get('tokens_per_s', 0):,.0f} | "
+                     f"{r.get('decode_ms_per_token', float('nan')):.3f} ({r.get('decode_mode', '-')}) | "
                      f"{r.get('kl_to_fp32', float('nan')):.4f} |")
     lines += [""] + [f"- {n}" for n in notes or []]
     (out_dir / "report.md").write_text("\n".join(lines) + "\n")

@@ -60,13 +60,13 @@ def distill(cfg: CompressConfig, trained: Trained) -> tuple[GPT, list[float]]:
     for p in teacher.parameters():
         p.requires_grad_(False)
     torch.manual_seed(cfg.seed)
-    student = GPT(student_config(cfg, trained))
+    student = GPT(student_config(cfg, trained)).to(device=trained.device, dtype=trained.model.tok_embeddings.weight.dtype)
     mapping = layer_map(len(student.layers), len(teacher.layers))
     t_states, t_hooks = _hidden_states(teacher)
     s_states, s_hooks = _hidden_states(student)
     proj = None
     if d.hidden_weight > 0 and student.cfg.d_model != teacher.cfg.d_model:
-        proj = torch.nn.Linear(student.cfg.d_model, teacher.cfg.d_model, bias=False)
+        proj = torch.nn.Linear(student.cfg.d_model, teacher.cfg.d_model, bias=False, device=trained.device)
     T = d.temperature
 
     def loss_fn(model, x, y):
@@ -97,7 +97,7 @@ def distill(cfg: CompressConfig, trained: Trained) -> tuple[GPT, list[float]]:
 
 def from_scratch(cfg: CompressConfig, trained: Trained) -> GPT:
     torch.manual_seed(cfg.seed)                    # the distilled student's initial weights, too
-    student = GPT(student_config(cfg, trained))
+    student = GPT(student_config(cfg, trained)).to(device=trained.device, dtype=trained.model.tok_embeddings.weight.dtype)
     finetune(student, trained, cfg.distill.steps, cfg.distill.lr, cfg.batch_size, cfg.seed,
              warmup_steps=cfg.distill.warmup_steps)
     return student
@@ -106,7 +106,7 @@ def from_scratch(cfg: CompressConfig, trained: Trained) -> GPT:
 def run(cfg: CompressConfig, trained: Trained) -> dict:
     out = Path(cfg.out_dir)
     data = batches(trained.val, cfg.batch_size, cfg.eval_batches)
-    rows = {"fp32": measure(trained.model, data)}
+    rows = {trained.base: measure(trained.model, data)}
     d = cfg.distill
     student, _ = distill(cfg, trained)
     shape = f"{student.cfg.n_layer} layers x {student.cfg.d_model}"

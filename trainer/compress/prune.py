@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 import torch.nn.utils.prune as prune
 
-from trainer.compress.common import (CompressConfig, CompressError, Trained, batches, clone, cross_entropy, finetune,
+from trainer.compress.common import (CompressConfig, CompressError, Trained, batches, clone, cross_entropy, device_of, finetune,
                                      measure, save, write_report)
 
 
@@ -118,7 +118,7 @@ def importance(model, cfg: CompressConfig, trained: Trained) -> dict[tuple[str, 
     for x, y in batches(trained.train, cfg.batch_size, cfg.calibration_batches, cfg.seed):
         acts.clear()
         model.zero_grad(set_to_none=True)
-        loss = cross_entropy(model, x, y)
+        loss = cross_entropy(model, x.to(device_of(model)), y.to(device_of(model)))
         if how == "taylor":
             loss.backward()
         for key, items in acts.items():
@@ -136,7 +136,7 @@ def importance(model, cfg: CompressConfig, trained: Trained) -> dict[tuple[str, 
 
 def _shrink(linear: torch.nn.Linear, keep: torch.Tensor, dim: int) -> torch.nn.Linear:
     w = linear.weight.detach().index_select(dim, keep)
-    new = torch.nn.Linear(w.shape[1], w.shape[0], bias=linear.bias is not None)
+    new = torch.nn.Linear(w.shape[1], w.shape[0], bias=linear.bias is not None, device=w.device, dtype=w.dtype)
     new.weight.data.copy_(w)
     if linear.bias is not None:
         new.bias.data.copy_(linear.bias.detach() if dim == 1 else linear.bias.detach().index_select(0, keep))
@@ -198,7 +198,7 @@ def run(cfg: CompressConfig, trained: Trained) -> dict:
     out = Path(cfg.out_dir)
     data = batches(trained.val, cfg.batch_size, cfg.eval_batches)
     dense = trained.model
-    rows = {"fp32": measure(dense, data)}
+    rows = {trained.base: measure(dense, data)}
     p = cfg.prune
     tuned = clone(dense)                                 # the dense model fine-tuned for the same steps
     finetune(tuned, trained, p.finetune_steps, p.lr, cfg.batch_size, cfg.seed)
@@ -216,10 +216,10 @@ def run(cfg: CompressConfig, trained: Trained) -> dict:
         model, shapes = structured(dense, cfg, trained)
         name = f"{p.sparsity:.0%} of {p.target} units removed ({p.importance}, {p.schedule}), fine-tuned {p.finetune_steps} steps"
         rows[name] = measure(model, data, dense)
-        notes.append(f"parameters {rows['fp32']['params']:,} -> {rows[name]['params']:,} "
-                     f"({rows[name]['params'] / rows['fp32']['params']:.1%})")
+        notes.append(f"parameters {rows[trained.base]['params']:,} -> {rows[name]['params']:,} "
+                     f"({rows[name]['params'] / rows[trained.base]['params']:.1%})")
         save(out, "pruned", model, trained.train_cfg.model, {"layer_shapes": shapes})
-    base = rows["fp32"]["loss"]
+    base = rows[trained.base]["loss"]
     notes.append(f"held-out loss vs dense: {(rows[name]['loss'] / base - 1) * 100:+.2f}%")
     write_report(out, "prune", rows, notes)
     return rows

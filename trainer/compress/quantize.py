@@ -8,7 +8,9 @@
 | ``nf4`` | 4-bit NormalFloat weights, blocks of 64, double-quantized scales (QLoRA) | torchao's ``NF4Tensor`` |
 | ``static`` | int8 weights (``granularity``: per_tensor, per_channel, per_group; ``scheme``) and int8 activations with ranges fixed by calibration (``observer``) | here: observers on every linear layer's input over ``calibration_batches`` training batches, then ``StaticQuantLinear`` (int8 weights stored, activations quantize-dequantized with the fixed scale and zero point) |
 | ``qat`` | int4 per-group weights after quantization-aware fine-tuning | torchao ``QATConfig`` prepare (fake-quantized weights, straight-through estimator) -> ``qat_steps`` of fine-tuning -> convert to ``IntxWeightOnlyConfig``; compared with the same steps of plain fine-tuning followed by int4 PTQ |
-| ``int4_tinygemm`` | torchao's packed int4 (``Int4WeightOnlyConfig``) | refused on CPU with a message naming the alternative |
+| ``int4_tinygemm`` | int4 weights per group, packed for the tinygemm CUDA kernel (bf16 activations) | torchao ``Int4WeightOnlyConfig(int4_packing_format="tile_packed_to_4d")``; CUDA only, refused elsewhere with a message naming the alternative |
+| ``float8_weight_only`` | float8 (e4m3) weights per output channel | torchao ``Float8WeightOnlyConfig``; a GPU with float8 (compute capability 8.9+) |
+| ``float8_dynamic`` | float8 weights per row and activations per token at run time, float8 matmuls | torchao ``Float8DynamicActivationFloat8WeightConfig(PerRow())``; compute capability 8.9+ |
 
 All linear layers of the transformer blocks are quantized; the output layer too unless it shares
 its weight with the embedding (``tie_embeddings``): quantizing it would untie and duplicate it.
@@ -25,7 +27,7 @@ import logging
 import torch
 import torch.nn.functional as F
 
-from trainer.compress.common import (CompressConfig, CompressError, Trained, batches, clone, finetune, measure, save,
+from trainer.compress.common import (CompressConfig, CompressError, Trained, batches, clone, device_of, finetune, measure, save,
                                      write_report)
 from trainer.compress.observers import fake_quantize, make_observer, qparams
 
@@ -34,7 +36,10 @@ from trainer.compress.observers import fake_quantize, make_observer, qparams
 logging.getLogger("torchao").setLevel(logging.ERROR)
 logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
 
-METHODS = ("int8_weight_only", "int8_dynamic", "int4_weight_only", "nf4", "static", "qat", "int4_tinygemm")
+METHODS = ("int8_weight_only", "int8_dynamic", "int4_weight_only", "nf4", "static", "qat", "int4_tinygemm",
+           "float8_weight_only", "float8_dynamic")
+ACCELERATOR_METHODS = {"int4_tinygemm": "int4_weight_only", "float8_weight_only": "int8_weight_only",
+                       "float8_dynamic": "int8_dynamic"}      # -> what runs everywhere instead
 
 
 def linear_filter(model) -> callable:
@@ -93,17 +98,32 @@ def apply(method: str, model, cfg: CompressConfig, trained: Trained | None = Non
         return to_nf4(model)
     if method == "static":
         return static(model, cfg, trained)
-    if method == "int4_tinygemm":
-        from torchao.quantization import Int4WeightOnlyConfig
-
-        try:
-            return _torchao(model, Int4WeightOnlyConfig(group_size=q.group_size), cfg)
-        except (ImportError, RuntimeError, NotImplementedError, AssertionError) as exc:
-            raise CompressError(
-                f"quantize.methods: int4_tinygemm (torchao Int4WeightOnlyConfig, packed int4) does not run on this "
-                f"device ({type(exc).__name__}: {exc}); use int4_weight_only (IntxWeightOnlyConfig int4, per group), "
-                f"which does") from None
+    if method in ACCELERATOR_METHODS:
+        return _accelerator_only(method, model, cfg)
     raise CompressError(f"quantize.methods: unknown method {method!r}; known: {', '.join(METHODS)}")
+
+
+def _accelerator_only(method: str, model, cfg: CompressConfig):
+    """The methods whose kernels exist on CUDA only (tinygemm, float8 matmuls): refused elsewhere,
+    naming the method that runs there instead."""
+    device = device_of(model)
+    needs_fp8 = method.startswith("float8")
+    if device.type != "cuda" or (needs_fp8 and torch.cuda.get_device_capability(device) < (8, 9)):
+        raise CompressError(f"quantize.methods: {method} needs {'a GPU with float8 (compute capability 8.9+)' if needs_fp8 else 'CUDA'}; "
+                            f"this model is on {device}: use {ACCELERATOR_METHODS[method]}, which runs there")
+    from torchao.quantization import (Float8DynamicActivationFloat8WeightConfig, Float8WeightOnlyConfig,
+                                      Int4WeightOnlyConfig, PerRow)
+
+    if method == "int4_tinygemm":
+        _check_group_size(model, cfg.quantize.group_size)
+        if model.tok_embeddings.weight.dtype != torch.bfloat16:
+            raise CompressError("quantize.methods: int4_tinygemm multiplies bf16 activations: set precision: bf16")
+        config = Int4WeightOnlyConfig(group_size=cfg.quantize.group_size, int4_packing_format="tile_packed_to_4d")
+    elif method == "float8_weight_only":
+        config = Float8WeightOnlyConfig()
+    else:
+        config = Float8DynamicActivationFloat8WeightConfig(granularity=PerRow())
+    return _torchao(model, config, cfg)
 
 
 def to_nf4(model):
@@ -177,7 +197,7 @@ def static(model, cfg: CompressConfig, trained: Trained):
              for name, mod in targets.items()]
     with torch.no_grad():
         for x, _ in batches(trained.train, cfg.batch_size, cfg.calibration_batches, cfg.seed):
-            model(x)
+            model(x.to(device_of(model)))
     for h in hooks:
         h.remove()
     symmetric = q.scheme == "symmetric"
@@ -213,7 +233,7 @@ def run(cfg: CompressConfig, trained: Trained) -> dict:
     out = Path(cfg.out_dir)
     fp32 = trained.model
     data = batches(trained.val, cfg.batch_size, cfg.eval_batches)
-    rows = {"fp32": measure(fp32, data)}
+    rows = {trained.base: measure(fp32, data)}
     notes = []
     for method in cfg.quantize.methods:
         if method == "qat":
