@@ -131,7 +131,10 @@ def to_nf4(model):
     256 (fewer when a layer has fewer blocks)."""
     from math import gcd
 
-    from torchao.quantization.quantize_.workflows.nf4.nf4_tensor import to_nf4 as nf4
+    try:                                    # torchao >= 0.18
+        from torchao.quantization.quantize_.workflows.nf4.nf4_tensor import to_nf4 as nf4
+    except ImportError:                     # torchao <= 0.17
+        from torchao.dtypes.nf4tensor import to_nf4 as nf4
 
     keep = linear_filter(model)
     for name, mod in model.named_modules():
