@@ -117,6 +117,9 @@ def test_quantization_errors_say_what_to_change(run_dir, tmp_path):
     trained = load_run(run_dir)
     with pytest.raises(CompressError, match="int4_weight_only"):
         quantize.apply("int4_tinygemm", trained.model, config(run_dir, tmp_path), trained)
+    for method, instead in (("float8_weight_only", "int8_weight_only"), ("float8_dynamic", "int8_dynamic")):
+        with pytest.raises(CompressError, match=f"{method} needs a GPU with float8.*use {instead}"):
+            quantize.apply(method, trained.model, config(run_dir, tmp_path), trained)
     with pytest.raises(CompressError, match="group_size: 48 does not divide"):
         quantize.apply("int4_weight_only", trained.model, config(run_dir, tmp_path, "quantize.group_size=48"), trained)
     with pytest.raises(CompressError, match="unknown method"):
@@ -216,3 +219,19 @@ def test_cli_prune_and_distill_under_ddp(run_dir, tmp_path):
                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert (tmp_path / "d" / "student.pt").exists() and "distill" in (tmp_path / "d" / "report.md").read_text()
+
+
+def test_compression_runs_on_the_chosen_device_and_measures_decoding(run_dir, tmp_path):
+    from trainer.compress.common import measure, resolve_device
+
+    cfg = config(run_dir, tmp_path)
+    assert resolve_device(cfg)[0].type == "cpu" and resolve_device(cfg)[2] == "fp32"       # auto, no accelerator
+    cfg.device = "cuda"
+    if not torch.cuda.is_available():
+        with pytest.raises(CompressError, match="device: device 'cuda' requested but not available"):
+            load_run(run_dir, cfg)
+    cfg.device, cfg.precision = "cpu", "bf16"
+    trained = load_run(run_dir, cfg)
+    assert trained.base == "bf16" and trained.model.tok_embeddings.weight.dtype == torch.bfloat16
+    row = measure(trained.model, batches(trained.val, 2, 1))
+    assert row["decode_ms_per_token"] > 0 and row["decode_mode"] == "eager"
