@@ -40,7 +40,7 @@ def main() -> None:
         if only and name not in only:
             continue
         out = ROOT / "out" / "shakespeare" / name
-        cmd = [sys.executable, "-m", "trainer.compress", method, CONFIG, f"--set=out_dir={out}"] + \
+        cmd = [sys.executable, "-m", "corpusforge.trainer.compress", method, CONFIG, f"--set=out_dir={out}"] + \
               [f"--set={o}" for o in overrides]
         print(f"## {method} {' '.join(overrides)}\n", flush=True)
         subprocess.run(cmd, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)

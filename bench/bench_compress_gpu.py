@@ -46,23 +46,23 @@ def main() -> None:
     common = [f"--set=run={run}", "--set=device=cuda", "--set=batch_size=8", "--set=eval_batches=8",
               "--set=calibration_batches=4"]
     if "train" in parts:    # the 936M model of bench_gpu.py
-        wall = sh([py, "-m", "trainer", f"--set=data.dataset={a.dataset}", "--set=model.n_layer=16", "--set=model.n_head=16",
+        wall = sh([py, "-m", "corpusforge.trainer", f"--set=data.dataset={a.dataset}", "--set=model.n_layer=16", "--set=model.n_head=16",
                    "--set=model.d_model=2048", "--set=model.seq_len=2048", "--set=batch_size=8", f"--set=steps={a.steps}",
                    "--set=precision=bf16", "--set=device=cuda", "--set=compile=true", "--set=optim.lr=3e-4",
                    "--set=optim.warmup_steps=30", "--set=data.sampling=random", "--set=data.val_fraction=0.1",
                    "--set=eval_every=0", "--set=log_every=50", "--set=tensorboard=false", f"--set=out_dir={run}"])
         print(f"trained {a.steps} steps in {wall:.0f} s")
     if "quantize" in parts:
-        wall = sh([py, "-m", "trainer.compress", "quantize", "trainer/configs/compress_demo.yaml", *common,
+        wall = sh([py, "-m", "corpusforge.trainer.compress", "quantize", "trainer/configs/compress_demo.yaml", *common,
                    f"--set=out_dir={out / 'quantize'}", f"--set=quantize.methods={QUANT}", "--set=quantize.group_size=128"])
         print(f"quantize: {wall:.0f} s")
     if "prune" in parts:
-        wall = sh([py, "-m", "trainer.compress", "prune", "trainer/configs/compress_demo.yaml", *common,
+        wall = sh([py, "-m", "corpusforge.trainer.compress", "prune", "trainer/configs/compress_demo.yaml", *common,
                    "--set=precision=fp32", f"--set=out_dir={out / 'prune'}", "--set=prune.sparsity=0.5",
                    "--set=prune.finetune_steps=100"])
         print(f"prune (50% unstructured, 100 fine-tuning steps, fp32 weights on the GPU): {wall:.0f} s")
     if "distill" in parts:
-        wall = sh([py, "-m", "trainer.compress", "distill", "trainer/configs/compress_demo.yaml", *common,
+        wall = sh([py, "-m", "corpusforge.trainer.compress", "distill", "trainer/configs/compress_demo.yaml", *common,
                    "--set=precision=fp32", f"--set=out_dir={out / 'distill'}", "--set=distill.steps=200",
                    "--set=distill.student.n_layer=4", "--set=distill.student.d_model=512", "--set=distill.student.n_head=8",
                    "--set=distill.student.seq_len=2048"])

@@ -7,7 +7,7 @@ the shared English and Chinese text), bf16:
 
 * plain eager loop: bf16 autocast, fused AdamW, gradient clipping;
 * the same loop with ``torch.compile(model)``; and with torchao float8 (output layer kept bf16);
-* ``corpusforge train`` (``python -m trainer``): eager; ``compile: true``; ``compile`` + float8;
+* ``corpusforge train`` (``python -m corpusforge.trainer``): eager; ``compile: true``; ``compile`` + float8;
 * the trainer under torchrun on all visible GPUs: zero3 (FSDP2), and DDP when there are 2+.
 
 Throughput is the median of windows of 5 steps after ``--warm`` steps (each window ends with a
@@ -37,9 +37,9 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainer.data import TokenStream  # noqa: E402
-from trainer.metrics import device_name, peak_flops  # noqa: E402
-from trainer.model import GPT, ModelConfig  # noqa: E402
+from corpusforge.trainer.data import TokenStream  # noqa: E402
+from corpusforge.trainer.metrics import device_name, peak_flops  # noqa: E402
+from corpusforge.trainer.model import GPT, ModelConfig  # noqa: E402
 
 WINDOW = 5
 
@@ -54,7 +54,7 @@ def plain_loop(a, tokens, vocab: int, compile_model: bool, float8: bool) -> dict
     torch.cuda.reset_peak_memory_stats()
     model = GPT(model_config(a, vocab)).cuda()
     if float8:
-        from trainer.parallelize.float8 import apply
+        from corpusforge.trainer.parallelize.float8 import apply
 
         model = apply(model, "tensorwise")
     if compile_model:
@@ -95,7 +95,7 @@ def trainer_run(a, tmp: Path, name: str, sets: list[str], nprocs: int = 0, steps
             "data.val_fraction=0.02", f"seed={seed}", f"out_dir={out}", *sets]
     launcher = ([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nprocs}"]
                 if nprocs else [sys.executable])
-    cmd = launcher + ["-m", "trainer", *[f"--set={s}" for s in base]]
+    cmd = launcher + ["-m", "corpusforge.trainer", *[f"--set={s}" for s in base]]
     run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if run.returncode:
         print(run.stdout[-3000:], run.stderr[-6000:], file=sys.stderr)

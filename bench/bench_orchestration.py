@@ -72,7 +72,7 @@ def main() -> None:
     ap.add_argument("--overhead-docs", type=int, default=200_000)
     ap.add_argument("--sizes", default="10000,100000,1000000")
     args = ap.parse_args()
-    from flows.serve import local_server
+    from corpusforge.flows.serve import local_server
 
     home = WORK / "prefect_home"
     shutil.rmtree(home, ignore_errors=True)
@@ -82,7 +82,7 @@ def main() -> None:
     with local_server(env) as url:
         env["PREFECT_API_URL"] = url
         cli = [sys.executable, "-m", "corpusforge", "run"]
-        flow = [sys.executable, "-m", "flows.pipeline"]
+        flow = [sys.executable, "-m", "corpusforge.flows.pipeline"]
         n = args.overhead_docs
         data = WORK / f"docs_{n}"
         mb = make_input(n, data, per_file=10_000)

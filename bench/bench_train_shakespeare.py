@@ -38,7 +38,7 @@ def main():
     sh(cf, "train-tokenizer", str(OUT / "raw"), "--model", "char")
     sh(cf, "run", "bench/configs/shakespeare_tokenize.yaml", "-q")
     t0 = time.perf_counter()
-    sh(sys.executable, "-m", "trainer", "trainer/configs/shakespeare_char.yaml", f"--set=steps={args.steps}",
+    sh(sys.executable, "-m", "corpusforge.trainer", "trainer/configs/shakespeare_char.yaml", f"--set=steps={args.steps}",
        f"--set=out_dir={OUT / 'run'}")
     wall = time.perf_counter() - t0
     s = json.loads((OUT / "run" / "summary.json").read_text())

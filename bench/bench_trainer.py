@@ -29,11 +29,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 TOKENS = ROOT / "out" / "shakespeare" / "tokens"
 
-from trainer.config import load  # noqa: E402
-from trainer.data import TokenLoader, TokenStream, split  # noqa: E402
-from trainer.model import GPT  # noqa: E402
-from trainer.optim import build_optimizer  # noqa: E402
-from trainer.train import train  # noqa: E402
+from corpusforge.trainer.config import load  # noqa: E402
+from corpusforge.trainer.data import TokenLoader, TokenStream, split  # noqa: E402
+from corpusforge.trainer.model import GPT  # noqa: E402
+from corpusforge.trainer.optim import build_optimizer  # noqa: E402
+from corpusforge.trainer.train import train  # noqa: E402
 
 STEPS = 150
 WARM = 20
@@ -89,7 +89,7 @@ def zero_memory() -> dict:
     for mode in ("ddp", "zero1", "zero2", "zero3"):
         with tempfile.TemporaryDirectory() as tmp:
             cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29733",
-                   "-m", "trainer", "trainer/configs/shakespeare_char.yaml", f"--set=data.dataset={TOKENS}",
+                   "-m", "corpusforge.trainer", "trainer/configs/shakespeare_char.yaml", f"--set=data.dataset={TOKENS}",
                    f"--set=out_dir={tmp}", "--set=steps=2", "--set=eval_every=0", "--set=eval_batches=1",
                    "--set=tensorboard=false", "--set=model.n_layer=8", "--set=model.d_model=512",
                    "--set=model.n_head=8", "--set=batch_size=2", f"--set=parallel.mode={mode}"]

@@ -209,20 +209,20 @@ def cmd_train_tokenizer(args) -> int:
 
 
 def cmd_train(args) -> int:
-    from trainer.train import main as train_main
+    from corpusforge.trainer.train import main as train_main
 
     train_main([args.config] + [f"--set={kv}" for kv in (args.set or [])])
     return EXIT_OK
 
 
 def cmd_compress(args) -> int:
-    from trainer.compress.cli import main as compress_main
+    from corpusforge.trainer.compress.cli import main as compress_main
 
     return compress_main([args.method, args.config] + [f"--set={kv}" for kv in (args.set or [])])
 
 
 def cmd_serve(args) -> int:
-    from flows.serve import main as serve_main
+    from corpusforge.flows.serve import main as serve_main
 
     argv = ["--host", args.host, "--port", str(args.port), "--reports-port", str(args.reports_port)] + (
         ["--no-server"] if args.no_server else [])
@@ -293,7 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--special-tokens", nargs="+", help="default: <|endoftext|> <|pad|> (document end, padding)")
     t.add_argument("--out", help="tokenizer file (default: <dataset>/tokenizer.json)")
     t.set_defaults(fn=cmd_train_tokenizer)
-    tr = sub.add_parser("train", help="train a GPT on a tokenized dataset (one process; torchrun -m trainer for more)")
+    tr = sub.add_parser("train", help="train a GPT on a tokenized dataset (one process; torchrun -m corpusforge.trainer for more)")
     tr.add_argument("config", help="trainer YAML (trainer/configs/*.yaml)")
     tr.add_argument("--set", action="append", metavar="KEY=VALUE", help="override, e.g. optim.lr=3e-4")
     tr.set_defaults(fn=cmd_train)

@@ -1,6 +1,8 @@
 """Record schemas: the contract between the pipeline and trainer/.
 
-The JSON files in ``schemas/`` are the source of truth. This module turns them into
+The JSON files in ``schemas/`` are the source of truth. They ship inside the package as
+``corpusforge/record_schemas`` (a link to ``schemas/`` in the repository, copied into wheels) and
+are read with ``importlib.resources``, so an installed corpusforge needs no checkout. This module turns them into
 ``pyarrow.Schema`` objects and checks tables against them. A table conforms when
 
 * every schema field is present with its type (string-like and list-like variants that
@@ -17,14 +19,14 @@ import json
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
+from importlib.resources import files
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from corpusforge.errors import SchemaError
 
-SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+SCHEMA_DIR = files("corpusforge") / "record_schemas"
 RECORD_KINDS = ("text", "image", "pointcloud")
 
 # Columns that a rejected/ dataset adds to its record schema.
@@ -85,7 +87,7 @@ class RecordSchema:
 def load(name: str) -> RecordSchema:
     """Load ``schemas/<name>.json`` as a :class:`RecordSchema`."""
     path = SCHEMA_DIR / f"{name}.json"
-    if name not in RECORD_KINDS or not path.exists():
+    if name not in RECORD_KINDS or not path.is_file():
         raise SchemaError(f"unknown record schema {name!r}; expected one of {', '.join(RECORD_KINDS)}")
     spec = json.loads(path.read_text())
     fields = [pa.field(f["name"], parse_type(f["type"]), nullable=f["nullable"]) for f in spec["fields"]]

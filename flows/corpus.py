@@ -2,7 +2,7 @@
 mix, then its report) chaining them. Their parameters are the same configs the CLI takes, as
 mappings, validated by the same models (a wrong field fails the flow run with its name).
 
-    python -m flows.corpus CORPUS.yaml       # {pipelines: [config or path, ...], mix: config or path}
+    python -m corpusforge.flows.corpus CORPUS.yaml       # {pipelines: [config or path, ...], mix: config or path}
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import yaml
 from prefect import flow, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact
 
-from flows.pipeline import _artifact_key, link, pipeline_flow
+from corpusforge.flows.pipeline import _artifact_key, link, pipeline_flow
 
 
 @task(name="mix", retries=1, retry_delay_seconds=1)

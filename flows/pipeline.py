@@ -19,7 +19,7 @@ execution engine changes, so the output is byte-identical to the CLI's.
 * Artifacts: a markdown summary (records in, kept, rejected by reason per stage) and a link to
   the HTML report, shown on the flow run's page in the Prefect UI.
 
-    python -m flows.pipeline CONFIG [--resume] [--dask-workers N | --dask-address tcp://host:8786 | --threads N]
+    python -m corpusforge.flows.pipeline CONFIG [--resume] [--dask-workers N | --dask-address tcp://host:8786 | --threads N]
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from corpusforge.io.dataset import REPORT_HTML  # noqa: E402
 from corpusforge.io.storage import Store  # noqa: E402
 
 
-from flows.reports import report_link as link  # noqa: E402  (the address artifacts show)
+from corpusforge.flows.reports import report_link as link  # noqa: E402  (the address artifacts show)
 
 
 @task(name="unit", retry_delay_seconds=1, cache_policy=NO_CACHE, task_run_name="segment {segment} unit {unit_index}")
@@ -153,7 +153,7 @@ def run_flow(config: dict, resume: bool = False, base: str | None = None, dask_w
             # this process is not reachable from them, so a run without a server gets its own
             from prefect.settings import PREFECT_API_URL, temporary_settings
 
-            from flows.serve import local_server
+            from corpusforge.flows.serve import local_server
 
             with local_server() as url:
                 with temporary_settings(updates={PREFECT_API_URL: url}):

@@ -33,8 +33,8 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
 
 def deployments(base: str):
-    from flows.corpus import corpus_flow, mix_flow, report_flow
-    from flows.pipeline import dask_runner, pipeline_flow
+    from corpusforge.flows.corpus import corpus_flow, mix_flow, report_flow
+    from corpusforge.flows.pipeline import dask_runner, pipeline_flow
 
     example = {"name": "demo-text", "kind": "text",
                "inputs": [{"format": "jsonl", "paths": ["data_samples/text/web_en.jsonl"], "source": "web"}],
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
     p.add_argument("--reports-port", type=int, default=4201,
                    help="port of the report server the UI's report links use (127.0.0.1; 0: any free port)")
     args = p.parse_args(argv)
-    from flows import reports
+    from corpusforge.flows import reports
 
     _, reports_url = reports.start("127.0.0.1", args.reports_port)
     server = None

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer import checkpoint
+from corpusforge.trainer import checkpoint
 
 
 class _Loader:
@@ -69,7 +69,7 @@ def test_crafted_checkpoint_is_refused_without_running_code(tmp_path, target):
 
 
 def test_pruned_model_file_loads_weights_only(tmp_path):
-    from trainer.compress.prune import load_pruned
+    from corpusforge.trainer.compress.prune import load_pruned
 
     marker = tmp_path / "pwned"
     torch.save({"model_config": {}, "state_dict": {}, "layer_shapes": _Payload(marker)}, tmp_path / "m.pt")

@@ -14,9 +14,9 @@ import torch
 from conftest import ROOT, SHARED_DATA, text_config
 from corpusforge import runner
 from corpusforge.cli import main as cli
-from trainer.compress import distill, prune, quantize
-from trainer.compress.common import CompressError, batches, load_config, load_run, measure
-from trainer.compress.observers import HistogramObserver, MovingAverageMinMaxObserver, qparams
+from corpusforge.trainer.compress import distill, prune, quantize
+from corpusforge.trainer.compress.common import CompressError, batches, load_config, load_run, measure
+from corpusforge.trainer.compress.observers import HistogramObserver, MovingAverageMinMaxObserver, qparams
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +30,8 @@ def run_dir(tmp_path_factory):
     assert cli(["train-tokenizer", str(tmp / "raw"), "--model", "char"]) == 0
     runner.run(text_config([{"format": "dataset", "paths": [str(tmp / "raw")]}], tmp / "tok",
                            [{"stage": "text.tokenize", "tokenizer": str(tmp / "raw" / "tokenizer.json")}]))
-    from trainer.config import load
-    from trainer.train import train
+    from corpusforge.trainer.config import load
+    from corpusforge.trainer.train import train
 
     cfg = load(None, [f"data.dataset={tmp / 'tok'}", f"out_dir={tmp / 'run'}", "steps=300", "model.n_layer=2",
                       "model.d_model=64", "model.n_head=4", "model.seq_len=64", "batch_size=16", "optim.lr=3e-3",
@@ -213,7 +213,7 @@ def test_cli_prune_and_distill_under_ddp(run_dir, tmp_path):
     assert cli(["compress", "prune", str(cfg), "--set", "prune.kind=fold"]) == 2
     env = dict(os.environ, OMP_NUM_THREADS="1")
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                        "-m", "trainer.compress", "distill", str(cfg), f"--set=out_dir={tmp_path / 'd'}",
+                        "-m", "corpusforge.trainer.compress", "distill", str(cfg), f"--set=out_dir={tmp_path / 'd'}",
                         "--set=distill.steps=10", "--set=distill.baseline=false",
                         "--set=distill.student={n_layer: 1, n_head: 2, d_model: 32, seq_len: 64}"],
                        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
@@ -222,7 +222,7 @@ def test_cli_prune_and_distill_under_ddp(run_dir, tmp_path):
 
 
 def test_compression_runs_on_the_chosen_device_and_measures_decoding(run_dir, tmp_path):
-    from trainer.compress.common import measure, resolve_device
+    from corpusforge.trainer.compress.common import measure, resolve_device
 
     cfg = config(run_dir, tmp_path)
     assert resolve_device(cfg)[0].type == "cpu" and resolve_device(cfg)[2] == "fp32"       # auto, no accelerator

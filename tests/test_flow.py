@@ -30,7 +30,7 @@ def _cli_reference(tmp_path, monkeypatch, text=lambda i, j: f"doc {j % 9}"):
 
 
 def test_prefect_flow_matches_cli_run(tmp_path, monkeypatch):
-    from flows.pipeline import pipeline_flow
+    from corpusforge.flows.pipeline import pipeline_flow
 
     cfg_b = _cli_reference(tmp_path, monkeypatch)
     result = pipeline_flow(cfg_b)
@@ -43,7 +43,7 @@ def test_flow_reruns_write_their_files(tmp_path, monkeypatch):
     units from Prefect's cache without writing anything, then fail or leave no dataset."""
     import shutil
 
-    from flows.pipeline import pipeline_flow
+    from corpusforge.flows.pipeline import pipeline_flow
 
     cfg_b = _cli_reference(tmp_path, monkeypatch, text=lambda i, j: f"doc {j % 9} {i}")
     reference = _digest(tmp_path / "a")
@@ -63,7 +63,7 @@ def test_report_links_open_through_the_loopback_report_server(tmp_path, monkeypa
     import urllib.request
 
     from corpusforge import runner
-    from flows import reports
+    from corpusforge.flows import reports
 
     monkeypatch.delenv(reports.ENV, raising=False)
     (tmp_path / "in.jsonl").write_text(json.dumps({"text": "hello world"}) + "\n")

@@ -144,7 +144,7 @@ def test_trainer_reads_the_curriculum_in_manifest_order(sources):
     tmp, _ = sources
     c = cfg(tmp, temperature=1.0, budget=200_000, curriculum={"score": "n_tokens", "mode": "sorted", "window": 1})
     build(c)
-    from trainer.data import TokenStream
+    from corpusforge.trainer.data import TokenStream
 
     stream = TokenStream.open(tmp / "out", tmp / "cache")
     ds = Dataset.open(tmp / "out")

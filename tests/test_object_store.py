@@ -192,7 +192,7 @@ def test_mix_and_trainer_read_datasets_on_s3(s3, tmp_path):
 
     from corpusforge.mix.build import build
     from corpusforge.mix.config import from_dict
-    from trainer.data import TokenStream
+    from corpusforge.trainer.data import TokenStream
 
     fs, bucket = s3
     tok = Tokenizer(models.WordLevel({"<|endoftext|>": 0, "a": 1, "b": 2}, unk_token="a"))

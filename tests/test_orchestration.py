@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """A Prefect server on 127.0.0.1 for this module; yields the environment that points at it."""
-    from flows.serve import local_server
+    from corpusforge.flows.serve import local_server
 
     home = tmp_path_factory.mktemp("prefect_home")
     env = dict(os.environ, PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1",
@@ -41,13 +41,13 @@ def _write(cfg: dict, path: Path) -> Path:
 
 
 def _flow(env, cfg_path, *args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "flows.pipeline", str(cfg_path), *args], env=env, cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "corpusforge.flows.pipeline", str(cfg_path), *args], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 
 def test_deployment_run_from_the_server(server, tmp_path):
     cfg = _cfg(tmp_path, out="via_ui")
-    serve = subprocess.Popen([sys.executable, "-m", "flows.serve", "--no-server", "--base", str(tmp_path)],
+    serve = subprocess.Popen([sys.executable, "-m", "corpusforge.flows.serve", "--no-server", "--base", str(tmp_path)],
                              env=server, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         trigger = """
@@ -125,7 +125,7 @@ def test_external_dask_cluster_sharing_only_the_bucket(server, s3, s3_server, tm
     """The multi-node setup on one machine: a scheduler and two workers started as separate
     `dask` commands, each worker in its own folder with its own scratch space, the flow joining
     with --dask-address. Inputs, output and spills are on S3: nothing else is shared."""
-    from flows.serve import free_port
+    from corpusforge.flows.serve import free_port
     from test_object_store import TEXT_STAGES, _store_bytes, _upload
 
     fs, bucket = s3
@@ -182,7 +182,7 @@ def test_kill_9_flow_mid_run_then_resume_is_byte_identical(server, tmp_path):
     stages = [{"stage": "text.normalize"}, {"stage": "slow_stage:Sleep", "seconds": 0.5}, {"stage": "text.exact_dedup"}]
     cfg = _cfg(tmp_path, out="flow", stages=stages)
     path = _write(cfg, tmp_path / "c.yaml")
-    proc = subprocess.Popen([sys.executable, "-m", "flows.pipeline", str(path)], env=server, cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "corpusforge.flows.pipeline", str(path)], env=server, cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     seg0 = tmp_path / "flow" / "_work" / "seg0"
     deadline = time.time() + 120
@@ -225,7 +225,7 @@ def test_disk_full_is_a_clear_error_and_leaves_no_dataset(tmp_path):
 def test_kill_9_dask_run_then_resume_is_byte_identical(server, tmp_path):
     stages = [{"stage": "text.normalize"}, {"stage": "slow_stage:Sleep", "seconds": 0.5}, {"stage": "text.exact_dedup"}]
     path = _write(_cfg(tmp_path, out="flow", stages=stages), tmp_path / "c.yaml")
-    proc = subprocess.Popen([sys.executable, "-m", "flows.pipeline", str(path), "--dask-workers", "2"], env=server,
+    proc = subprocess.Popen([sys.executable, "-m", "corpusforge.flows.pipeline", str(path), "--dask-workers", "2"], env=server,
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     seg0 = tmp_path / "flow" / "_work" / "seg0"
     deadline = time.time() + 180

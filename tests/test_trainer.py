@@ -42,10 +42,10 @@ def _port() -> int:
 def launch(tokens, out, nprocs: int, *overrides: str):
     args = [f"--set={o}" for o in TINY + [f"data.dataset={tokens}", f"out_dir={out}", *overrides]]
     if nprocs == 1:
-        cmd = [sys.executable, "-m", "trainer", *args]
+        cmd = [sys.executable, "-m", "corpusforge.trainer", *args]
     else:
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nprocs}",
-               f"--master_port={_port()}", "-m", "trainer", *args]
+               f"--master_port={_port()}", "-m", "corpusforge.trainer", *args]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -123,7 +123,7 @@ def test_config_errors_name_the_field(tokens, tmp_path):
     for override, msg in (("optim.lrr=1", "optim.lrr: unknown key"), ("steps=ten", "steps: expected an integer"),
                           ("parallel.mode=fsdp", "parallel.mode"), ("precision=fp8", "precision"),
                           ("parallel.cpu_offload=true", "needs an accelerator")):
-        r = subprocess.run([sys.executable, "-m", "trainer", f"--set=data.dataset={tokens}", f"--set={override}"],
+        r = subprocess.run([sys.executable, "-m", "corpusforge.trainer", f"--set=data.dataset={tokens}", f"--set={override}"],
                            capture_output=True, text=True, cwd=ROOT)
         assert r.returncode == 2 and msg in r.stderr, r.stderr
 
@@ -131,7 +131,7 @@ def test_config_errors_name_the_field(tokens, tmp_path):
 def test_dataset_without_tokens_is_a_clear_error(tmp_path):
     (tmp_path / "in.jsonl").write_text('{"text": "hello"}\n')
     runner.run(text_config([{"format": "jsonl", "paths": [str(tmp_path / "in.jsonl")], "source": "s"}], tmp_path / "d"))
-    from trainer.data import DataError, TokenStream
+    from corpusforge.trainer.data import DataError, TokenStream
 
     with pytest.raises(DataError, match="text.tokenize"):
         TokenStream.open(tmp_path / "d", tmp_path / "cache")
@@ -143,7 +143,7 @@ def test_dataset_without_tokens_is_a_clear_error(tmp_path):
 
 
 def test_loader_resume_across_epochs_workers_and_dp_degree():
-    from trainer.data import PackedSequences, TokenLoader
+    from corpusforge.trainer.data import PackedSequences, TokenLoader
 
     seqs = PackedSequences(np.arange(2000, dtype=np.uint32), 8, 0, 2000)
     ref = TokenLoader(seqs, 4, seed=3, shuffle_window=16)
@@ -166,7 +166,7 @@ def test_loader_resume_across_epochs_workers_and_dp_degree():
 
 
 def test_device_selection_without_hardware():
-    from trainer.device import backend_for, choose_device_type
+    from corpusforge.trainer.device import backend_for, choose_device_type
 
     assert choose_device_type("auto", {"cuda": True, "npu": True}) == "cuda"
     assert choose_device_type("auto", {"cuda": False, "npu": True}) == "npu"
@@ -186,7 +186,7 @@ def test_real_data_tiny_shakespeare_loss_falls(tmp_path):
     assert cli(["train-tokenizer", str(tmp_path / "raw"), "--model", "char"]) == 0
     runner.run(text_config([{"format": "dataset", "paths": [str(tmp_path / "raw")]}], tmp_path / "tok",
                            [{"stage": "text.tokenize", "tokenizer": str(tmp_path / "raw" / "tokenizer.json")}]))
-    r = subprocess.run([sys.executable, "-m", "trainer", str(ROOT / "trainer/configs/shakespeare_char.yaml"),
+    r = subprocess.run([sys.executable, "-m", "corpusforge.trainer", str(ROOT / "trainer/configs/shakespeare_char.yaml"),
                         f"--set=data.dataset={tmp_path / 'tok'}", f"--set=out_dir={tmp_path / 'run'}", "--set=steps=300",
                         "--set=optim.warmup_steps=30", "--set=eval_batches=10", "--set=tensorboard=false"],
                        capture_output=True, text=True, cwd=ROOT, timeout=600)
@@ -196,7 +196,7 @@ def test_real_data_tiny_shakespeare_loss_falls(tmp_path):
 
 
 def test_random_window_sampling_is_deterministic_resumable_and_dp_independent():
-    from trainer.data import PackedSequences, TokenLoader
+    from corpusforge.trainer.data import PackedSequences, TokenLoader
 
     seqs = PackedSequences(np.arange(5000, dtype=np.uint32), 8, 0, 4500)
     one = TokenLoader(seqs, 4, seed=2, random_windows=True)
@@ -232,7 +232,7 @@ def test_metrics_never_hold_two_curves_and_bad_shards_are_data_errors(tokens, tm
     shutil.copytree(tokens, bad)
     shard = sorted(bad.glob("part-*.parquet"))[0]
     shard.write_bytes(shard.read_bytes()[: shard.stat().st_size // 2])
-    r = subprocess.run([sys.executable, "-m", "trainer", *[f"--set={o}" for o in TINY],
+    r = subprocess.run([sys.executable, "-m", "corpusforge.trainer", *[f"--set={o}" for o in TINY],
                         f"--set=data.dataset={bad}", f"--set=out_dir={tmp_path / 'o2'}"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 1 and "data error" in r.stderr and shard.name in r.stderr, r.stderr[-2000:]
 
@@ -241,6 +241,6 @@ def test_metrics_never_hold_two_curves_and_bad_shards_are_data_errors(tokens, tm
     m = json.loads((edited / "_manifest.json").read_text())
     m["shards"][0]["rows"] += 5
     (edited / "_manifest.json").write_text(json.dumps(m))
-    r = subprocess.run([sys.executable, "-m", "trainer", *[f"--set={o}" for o in TINY],
+    r = subprocess.run([sys.executable, "-m", "corpusforge.trainer", *[f"--set={o}" for o in TINY],
                         f"--set=data.dataset={edited}", f"--set=out_dir={tmp_path / 'o3'}"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 1 and "rows" in r.stderr, r.stderr[-2000:]

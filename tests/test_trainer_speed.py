@@ -12,11 +12,11 @@ import torch
 
 from conftest import ROOT
 from test_trainer import TINY, launch, losses, tokens, weights  # noqa: F401  (tokens is a fixture)
-from trainer.config import load
-from trainer.metrics import Throughput, peak_flops
-from trainer.model import GPT, ModelConfig
-from trainer.optim import use_fused
-from trainer.parallelize import torch_compile
+from corpusforge.trainer.config import load
+from corpusforge.trainer.metrics import Throughput, peak_flops
+from corpusforge.trainer.model import GPT, ModelConfig
+from corpusforge.trainer.optim import use_fused
+from corpusforge.trainer.parallelize import torch_compile
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_chunked_loss_equals_the_whole_loss_and_gradients():
 
 
 def test_rope_keeps_the_activation_dtype_and_the_float32_result():
-    from trainer.model import apply_rope, rope_tables
+    from corpusforge.trainer.model import apply_rope, rope_tables
 
     tables = rope_tables(16, 8, 10_000.0)
     x = torch.randn(2, 8, 3, 16)
@@ -91,14 +91,14 @@ def test_float8_and_speed_options_are_checked_by_name(tokens, tmp_path):  # noqa
     with pytest.raises(ValueError, match="activation_checkpointing"):
         load(None, base + ["activation_checkpointing=sometimes"])
     # on this CPU machine a float8 run is refused at start, with the reason, as a config error
-    r = subprocess.run([sys.executable, "-m", "trainer", *[f"--set={o}" for o in TINY + base],
+    r = subprocess.run([sys.executable, "-m", "corpusforge.trainer", *[f"--set={o}" for o in TINY + base],
                         "--set=float8=tensorwise", "--set=precision=bf16", "--set=device=cpu"],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 2 and "float8" in r.stderr and "cpu" in r.stderr, r.stderr[-2000:]
 
 
 def test_float8_is_refused_off_a_float8_gpu():
-    from trainer.parallelize import float8
+    from corpusforge.trainer.parallelize import float8
 
     with pytest.raises(ValueError, match="float8 tensor cores.*cpu"):
         float8.check(torch.device("cpu"))

@@ -1,9 +1,9 @@
-"""``python -m trainer CONFIG`` and ``torchrun ... -m trainer CONFIG``."""
+"""``python -m corpusforge.trainer CONFIG`` and ``torchrun ... -m corpusforge.trainer CONFIG``."""
 
 import os
 import sys
 
-from trainer.train import main
+from corpusforge.trainer.train import main
 
 main()
 if os.environ.get("WORLD_SIZE", "1") != "1":

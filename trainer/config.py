@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from trainer.model import ModelConfig
+from corpusforge.trainer.model import ModelConfig
 
 
 @dataclass

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from trainer.config import TrainConfig
+from corpusforge.trainer.config import TrainConfig
 
 
 def lr_lambda(cfg: TrainConfig):

@@ -1,7 +1,7 @@
 """The training loop. Read it top to bottom: set up, then ``for step in range(...)``.
 
-    python -m trainer CONFIG.yaml [--set optim.lr=3e-4 ...]                 # one process
-    torchrun --nproc_per_node=2 -m trainer CONFIG.yaml --set parallel.mode=ddp
+    python -m corpusforge.trainer CONFIG.yaml [--set optim.lr=3e-4 ...]                 # one process
+    torchrun --nproc_per_node=2 -m corpusforge.trainer CONFIG.yaml --set parallel.mode=ddp
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from trainer import checkpoint
-from trainer.checkpoint import TrainState
-from trainer.config import TrainConfig, load, to_dict
-from trainer.data import TokenLoader, TokenStream, split
-from trainer.device import init_runtime
-from trainer.metrics import Throughput, open_metrics
-from trainer.model import GPT
-from trainer.optim import build_optimizer, clip_grad_norm, lr_lambda
-from trainer.parallelize import PARAM_DTYPES, parallelize, pp
-from trainer.parallelize.mesh import ParallelDims, all_reduce_mean, build
+from corpusforge.trainer import checkpoint
+from corpusforge.trainer.checkpoint import TrainState
+from corpusforge.trainer.config import TrainConfig, load, to_dict
+from corpusforge.trainer.data import TokenLoader, TokenStream, split
+from corpusforge.trainer.device import init_runtime
+from corpusforge.trainer.metrics import Throughput, open_metrics
+from corpusforge.trainer.model import GPT
+from corpusforge.trainer.optim import build_optimizer, clip_grad_norm, lr_lambda
+from corpusforge.trainer.parallelize import PARAM_DTYPES, parallelize, pp
+from corpusforge.trainer.parallelize.mesh import ParallelDims, all_reduce_mean, build
 
 
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
     from corpusforge.errors import CorpusforgeError
-    from trainer.data import DataError
+    from corpusforge.trainer.data import DataError
 
     try:
         cfg = load(args.config, args.set)

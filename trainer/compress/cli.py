@@ -17,19 +17,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("config", help="compression YAML (trainer/configs/compress_*.yaml)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override, e.g. prune.sparsity=0.3")
     args = parser.parse_args(argv)
-    from trainer.compress.common import CompressError, load_config, load_run
-    from trainer.data import DataError
+    from corpusforge.trainer.compress.common import CompressError, load_config, load_run
+    from corpusforge.trainer.data import DataError
 
     try:
         cfg = load_config(args.config, args.set)
         trained = load_run(cfg.run, cfg)
         distributed = _init_distributed() if args.method == "distill" else False
         if args.method == "quantize":
-            from trainer.compress import quantize as method
+            from corpusforge.trainer.compress import quantize as method
         elif args.method == "prune":
-            from trainer.compress import prune as method
+            from corpusforge.trainer.compress import prune as method
         else:
-            from trainer.compress import distill as method
+            from corpusforge.trainer.compress import distill as method
         method.run(cfg, trained)
     except (CompressError, DataError, ValueError, FileNotFoundError) as exc:
         print(f"compress error: {exc}", file=sys.stderr)

@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from trainer.config import TrainConfig, _build, read_raw
-from trainer.data import PackedSequences, TokenLoader, TokenStream, split
-from trainer.model import GPT, ModelConfig
+from corpusforge.trainer.config import TrainConfig, _build, read_raw
+from corpusforge.trainer.data import PackedSequences, TokenLoader, TokenStream, split
+from corpusforge.trainer.model import GPT, ModelConfig
 
 
 class CompressError(ValueError):
@@ -137,7 +137,7 @@ class Trained:
 def resolve_device(cfg: CompressConfig) -> tuple[torch.device, torch.dtype, str]:
     """The device (the trainer's choice: an unavailable explicit request is an error) and the
     reference dtype."""
-    from trainer.device import available_accelerators, choose_device_type
+    from corpusforge.trainer.device import available_accelerators, choose_device_type
 
     try:
         kind = choose_device_type(cfg.device, available_accelerators())

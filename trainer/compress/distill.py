@@ -23,9 +23,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from trainer.compress.common import (CompressConfig, CompressError, Trained, batches, finetune, measure, save,
+from corpusforge.trainer.compress.common import (CompressConfig, CompressError, Trained, batches, finetune, measure, save,
                                      write_report)
-from trainer.model import GPT
+from corpusforge.trainer.model import GPT
 
 
 def student_config(cfg: CompressConfig, trained: Trained):

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 import torch.nn.utils.prune as prune
 
-from trainer.compress.common import (CompressConfig, CompressError, Trained, batches, clone, cross_entropy, device_of, finetune,
+from corpusforge.trainer.compress.common import (CompressConfig, CompressError, Trained, batches, clone, cross_entropy, device_of, finetune,
                                      measure, save, write_report)
 
 
@@ -38,7 +38,7 @@ def block_linears(model) -> list[tuple[str, torch.nn.Linear]]:
     out = [(f"layers.{i}.{name}", mod) for i, layer in model.layers.items() for name, mod in layer.named_modules()
            if isinstance(mod, torch.nn.Linear)]
     if not out:
-        raise CompressError("prune: the model has no linear layers in model.layers (a GPT from trainer.model is expected)")
+        raise CompressError("prune: the model has no linear layers in model.layers (a GPT from corpusforge.trainer.model is expected)")
     return out
 
 
@@ -177,7 +177,7 @@ def structured(model, cfg: CompressConfig, trained: Trained):
 
 def load_pruned(path: str | Path):
     """Rebuild a structurally pruned model saved by ``run``."""
-    from trainer.model import GPT, ModelConfig
+    from corpusforge.trainer.model import GPT, ModelConfig
 
     ckpt = torch.load(path, map_location="cpu", weights_only=True)     # tensors and plain data: never code
     model = GPT(ModelConfig(**ckpt["model_config"]))

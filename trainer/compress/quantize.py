@@ -27,9 +27,9 @@ import logging
 import torch
 import torch.nn.functional as F
 
-from trainer.compress.common import (CompressConfig, CompressError, Trained, batches, clone, device_of, finetune, measure, save,
+from corpusforge.trainer.compress.common import (CompressConfig, CompressError, Trained, batches, clone, device_of, finetune, measure, save,
                                      write_report)
-from trainer.compress.observers import fake_quantize, make_observer, qparams
+from corpusforge.trainer.compress.observers import fake_quantize, make_observer, qparams
 
 # torchao logs each CUDA-only kernel library it cannot load on a CPU machine, and torch a
 # deprecation notice for torchao's enums: neither is actionable here

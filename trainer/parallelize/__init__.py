@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import torch
 
-from trainer.parallelize import ac, ddp, float8, fsdp, pp, torch_compile, tp
-from trainer.parallelize.mesh import ParallelDims
+from corpusforge.trainer.parallelize import ac, ddp, float8, fsdp, pp, torch_compile, tp
+from corpusforge.trainer.parallelize.mesh import ParallelDims
 
 PARAM_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 

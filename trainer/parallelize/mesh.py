@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
-from trainer.config import ParallelConfig
+from corpusforge.trainer.config import ParallelConfig
 
 
 FSDP_MODES = ("zero2", "zero3", "tp+fsdp", "pp+dp")
