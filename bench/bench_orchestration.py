@@ -72,7 +72,7 @@ def main() -> None:
     ap.add_argument("--overhead-docs", type=int, default=200_000)
     ap.add_argument("--sizes", default="10000,100000,1000000")
     args = ap.parse_args()
-    from corpusforge.flows.serve import local_server
+    from corpusforge.flows.server import local_server
 
     home = WORK / "prefect_home"
     shutil.rmtree(home, ignore_errors=True)

@@ -14,7 +14,8 @@ import yaml
 from prefect import flow, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact
 
-from corpusforge.flows.pipeline import _artifact_key, link, pipeline_flow
+from corpusforge.flows.artifacts import artifact_key, link
+from corpusforge.flows.pipeline import pipeline_flow
 
 
 @task(name="mix", retries=1, retry_delay_seconds=1)
@@ -43,7 +44,7 @@ def mix_flow(config: dict, base: str | None = None) -> dict:
     rows += [f"| {name} | {s['requested_share']:.1%} | {s['achieved_share']:.1%} | {s['available']:,} | {s['repeats']:.2f}x |"
              for name, s in m["sources"].items()]
     create_markdown_artifact(f"# {config.get('name', 'mix')}\n\n{stats['rows']:,} rows ({m['unit']})\n\n" + "\n".join(rows),
-                             key=f"{_artifact_key(str(config.get('name', 'mix')))}-mixture")
+                             key=f"{artifact_key(str(config.get('name', 'mix')))}-mixture")
     print(f"mixed {stats['rows']:,} rows")
     return {"rows": stats["rows"], "mixture": m}
 
@@ -53,7 +54,7 @@ def report_flow(dataset: str) -> str:
     """(Re)write a dataset's HTML and JSON report."""
     html = report_task(dataset)
     create_link_artifact(link(html), link_text=f"report of {dataset}",
-                         key=f"{_artifact_key(dataset.rstrip('/').rsplit('/', 1)[-1])}-report")
+                         key=f"{artifact_key(dataset.rstrip('/').rsplit('/', 1)[-1])}-report")
     return html
 
 

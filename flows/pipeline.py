@@ -44,7 +44,8 @@ from corpusforge.io.dataset import REPORT_HTML  # noqa: E402
 from corpusforge.io.storage import Store  # noqa: E402
 
 
-from corpusforge.flows.reports import report_link as link  # noqa: E402  (the address artifacts show)
+from corpusforge.flows.artifacts import artifact_key, link, summary_markdown  # noqa: E402
+from corpusforge.flows.server import local_server  # noqa: E402
 
 
 @task(name="unit", retry_delay_seconds=1, cache_policy=NO_CACHE, task_run_name="segment {segment} unit {unit_index}")
@@ -86,26 +87,6 @@ def prefect_resolver(plan: runner.Plan, segment: int) -> dict:
     return resolve_task(plan.config.model_dump(mode="json"), str(plan.base), segment)
 
 
-def summary_markdown(name: str, summary: runner.RunSummary) -> str:
-    s = summary.stats
-    t = s["totals"]
-    lines = [f"# {name}", "", f"{t['entered']} records in, **{t['kept']} kept**, {t['rejected']} rejected, "
-             f"accounting {'ok' if t['accounting_ok'] else 'FAILED'}; output `{summary.out}`", "",
-             "| step | in | kept | rejected | top reasons |", "|---|---|---|---|---|"]
-    read = s["read"]
-    reasons = lambda d: ", ".join(f"{k} {v}" for k, v in sorted(d.items(), key=lambda kv: -kv[1])[:4])  # noqa: E731
-    lines.append(f"| read | {read['records'] + read['rejected']} | {read['records']} | {read['rejected']} | "
-                 f"{reasons(read['rejected_by_reason'])} |")
-    for st in s["stages"].values():
-        lines.append(f"| {st['stage']} | {st['rows_in']} | {st['kept']} | {st['rejected']} | "
-                     f"{reasons(st['rejected_by_reason'])} |")
-    return "\n".join(lines)
-
-
-def _artifact_key(name: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")[:60] or "pipeline"
-
-
 @flow(name="corpusforge-pipeline", log_prints=True)
 def pipeline_flow(config: dict, resume: bool = False, base: str | None = None) -> dict:
     """Run one pipeline config (the same YAML the CLI takes, as a mapping)."""
@@ -113,7 +94,7 @@ def pipeline_flow(config: dict, resume: bool = False, base: str | None = None) -
     summary = runner.run(cfg, resume=resume, base=Path(base) if base else None,
                          executor=prefect_executor, resolver=prefect_resolver)
     totals = summary.stats["totals"]
-    key = _artifact_key(cfg.name)
+    key = artifact_key(cfg.name)
     create_markdown_artifact(summary_markdown(cfg.name, summary), key=f"{key}-summary",
                              description=f"corpusforge run {cfg.name}")
     store = Store(summary.out)
@@ -153,7 +134,6 @@ def run_flow(config: dict, resume: bool = False, base: str | None = None, dask_w
             # this process is not reachable from them, so a run without a server gets its own
             from prefect.settings import PREFECT_API_URL, temporary_settings
 
-            from corpusforge.flows.serve import local_server
 
             with local_server() as url:
                 with temporary_settings(updates={PREFECT_API_URL: url}):

@@ -6,7 +6,7 @@ import json
 import pytest
 
 
-from conftest import text_config
+from conftest import ROOT, text_config
 
 
 def _digest(out):
@@ -83,3 +83,23 @@ def test_report_links_open_through_the_loopback_report_server(tmp_path, monkeypa
             assert err.value.code == 403
     finally:
         server.shutdown()
+
+
+def test_flow_modules_import_one_way():
+    """flows/: reports <- artifacts <- pipeline <- corpus <- serve, and server beside them: no module
+    imports one that imports it back (also through imports inside functions), and none imports a
+    private name from another."""
+    import ast
+
+    graph = {}
+    for path in (ROOT / "flows").glob("*.py"):
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("corpusforge.flows."):
+                deps.add(node.module.rsplit(".", 1)[1])
+                assert not any(a.name.startswith("_") for a in node.names), (path.name, node.module)
+        graph[path.stem] = deps
+
+    def reaches(start, target, seen=()):
+        return any(d == target or (d not in seen and reaches(d, target, seen + (d,))) for d in graph.get(start, ()))
+    assert not [m for m in graph if reaches(m, m)], graph

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """A Prefect server on 127.0.0.1 for this module; yields the environment that points at it."""
-    from corpusforge.flows.serve import local_server
+    from corpusforge.flows.server import local_server
 
     home = tmp_path_factory.mktemp("prefect_home")
     env = dict(os.environ, PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1",
@@ -125,7 +125,7 @@ def test_external_dask_cluster_sharing_only_the_bucket(server, s3, s3_server, tm
     """The multi-node setup on one machine: a scheduler and two workers started as separate
     `dask` commands, each worker in its own folder with its own scratch space, the flow joining
     with --dask-address. Inputs, output and spills are on S3: nothing else is shared."""
-    from corpusforge.flows.serve import free_port
+    from corpusforge.flows.server import free_port
     from test_object_store import TEXT_STAGES, _store_bytes, _upload
 
     fs, bucket = s3
