@@ -30,3 +30,8 @@ class UnitsFailed(CorpusforgeError):
         lines = "\n".join(f"  unit {u}: {err}" for u, err in sorted(failures.items()))
         super().__init__(f"segment {segment}: {len(failures)} of {total} units failed after retries "
                          f"(the others finished; fix the cause and rerun with --resume):\n{lines}")
+
+
+def describe(exc: BaseException) -> str:
+    """An exception in one line of at most 500 characters, as failures are listed."""
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:500]

@@ -25,7 +25,6 @@ execution engine changes, so the output is byte-identical to the CLI's.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from pathlib import Path
 
@@ -39,7 +38,6 @@ from prefect.cache_policies import NO_CACHE  # noqa: E402
 
 from corpusforge import runner  # noqa: E402
 from corpusforge.config import PipelineConfig, from_dict, load_config  # noqa: E402
-from corpusforge.errors import UnitsFailed  # noqa: E402
 from corpusforge.io.dataset import REPORT_HTML  # noqa: E402
 from corpusforge.io.storage import Store  # noqa: E402
 
@@ -62,25 +60,26 @@ def resolve_task(raw: dict, base: str, segment: int) -> dict:
 
 
 def prefect_executor(plan: runner.Plan, segment: int, units: list[runner.Unit], progress=None):
+    """The units as Prefect tasks (retried by Prefect, ``retries`` times), collected as every
+    executor collects (``runner.collect``: results in unit order, or every failure listed)."""
     raw = plan.config.model_dump(mode="json")
     submit = unit_task.with_options(retries=plan.config.retries).submit
-    futures = {u.index: submit(raw, str(plan.base), segment, u.index) for u in units}
-    results, failures = {}, {}
-    for index, fut in futures.items():
-        fut.wait()
-        state = fut.state
-        if state.is_completed():
-            results[index] = runner.UnitResult(**fut.result())
-        else:
+
+    def run_round(pending: list[runner.Unit]):
+        futures = {u.index: submit(raw, str(plan.base), segment, u.index) for u in pending}
+        for u in pending:
+            fut = futures[u.index]
+            fut.wait()
+            if fut.state.is_completed():
+                yield u, runner.UnitResult(**fut.result())
+                continue
             try:
                 fut.result()
             except Exception as exc:  # noqa: BLE001 - the task's own exception, after its retries
-                failures[index] = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+                yield u, exc
             else:
-                failures[index] = f"task ended {state.type.value}"
-    if failures:
-        raise UnitsFailed(segment, failures, len(units))
-    return [results[u.index] for u in units]
+                yield u, RuntimeError(f"task ended {fut.state.type.value}")
+    return runner.collect(segment, units, 1, run_round, progress)
 
 
 def prefect_resolver(plan: runner.Plan, segment: int) -> dict:

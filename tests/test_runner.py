@@ -206,3 +206,39 @@ def test_demo_text_config_runs(tmp_path, monkeypatch):
     assert stages["09:text.substring_dedup"]["counters"]["documents_with_cuts"] == 1       # the page quoting 60 words
     m = Dataset.open(tmp_path / "demo").manifest
     assert set(m["sources"]) == {"web", "news", "books"}
+
+
+def test_a_units_decisions_are_located_once_not_per_batch(tmp_path, monkeypatch):
+    """On an object store locating the decisions is a remote read of done.json: once per unit."""
+    calls = []
+    located = runner.Plan.local_resolve_dir
+
+    def counting(self, segment):
+        calls.append(segment)
+        return located(self, segment)
+    monkeypatch.setattr(runner.Plan, "local_resolve_dir", counting)
+    summary = runner.run(_cfg(tmp_path, batch_rows=5))          # 6 units of 50 documents: 10 batches each
+    assert summary.kept_rows > 0
+    assert len(calls) == 6 and set(calls) == {1}
+
+
+def test_every_executor_collects_alike(tmp_path):
+    """runner.collect: failed units go round again (and only they), the others' results stay;
+    what still fails after the last round is listed, unit by unit."""
+    from corpusforge.errors import UnitsFailed
+    from corpusforge.runner import Unit, collect
+
+    units = [Unit(i, (), 0) for i in range(4)]
+    rounds, done = [], []
+
+    def flaky(pending):
+        rounds.append([u.index for u in pending])
+        for u in pending:
+            yield u, (RuntimeError(f"unit {u.index} broke\nsecond line") if u.index == 3 or
+                      (u.index == 1 and len(rounds) == 1) else f"result {u.index}")
+    with pytest.raises(UnitsFailed) as err:
+        collect(0, units, 3, flaky, progress=lambda seg, u: done.append(u.index))
+    assert rounds == [[0, 1, 2, 3], [1, 3], [3]] and sorted(done) == [0, 1, 2]
+    assert err.value.failures == {3: "RuntimeError: unit 3 broke"}
+    rounds.clear()
+    assert collect(0, units[:3], 2, flaky) == ["result 0", "result 1", "result 2"]

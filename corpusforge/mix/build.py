@@ -258,9 +258,9 @@ def build(cfg: MixConfig, base: Path | None = None, log=print) -> dict:
              "difficulty_curve": curve, "rows": mix.height, "wall_seconds": round(time.perf_counter() - started, 3)}
     store.write_json(store.join(STATS), stats)
     write_manifest(out, manifest, store=store)
-    from corpusforge.runner import _report
+    from corpusforge.runner import write_report
 
-    _report(store.url)
+    write_report(store.url)
     for w in warnings:
         log(f"warning: {w}")
     return stats
