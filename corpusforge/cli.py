@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from corpusforge.config_base import parse_set
 from corpusforge.errors import ConfigError, CorpusforgeError
 from corpusforge.io.dataset import LEGACY_MANIFEST, MANIFEST, REJECTED, REPORT_HTML, STATS
 
@@ -22,25 +23,13 @@ console = Console(stderr=True, soft_wrap=True)   # never break a message across 
 out = Console(soft_wrap=True)
 
 
-def _parse_set(values: list[str]) -> dict:
-    overrides = {}
-    for item in values or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE (for example output.path=out/x)")
-        import yaml
-
-        overrides[key] = yaml.safe_load(value)
-    return overrides
-
-
 def cmd_run(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from corpusforge import runner
     from corpusforge.config import load_config
 
-    config = load_config(args.config, _parse_set(args.set))
+    config = load_config(args.config, parse_set(args.set))
     plan = runner.Plan(config)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, disable=args.quiet) as progress:
@@ -233,7 +222,7 @@ def cmd_mix(args) -> int:
     from corpusforge.mix.build import build
     from corpusforge.mix.config import load as load_mix
 
-    cfg = load_mix(args.config, _parse_set(args.set))
+    cfg = load_mix(args.config, parse_set(args.set))
     stats = build(cfg, log=lambda m: console.print(f"[yellow]{m}[/yellow]"))
     table = Table(title=f"{cfg.name}: {stats['rows']:,} rows, {stats['mixture']['unit']}")
     for col in ("source", "requested", "achieved", "available", "repeats"):

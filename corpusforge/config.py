@@ -13,19 +13,15 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from corpusforge import registry
+from corpusforge.config_base import StrictModel, format_errors, read_yaml
 from corpusforge.errors import ConfigError
 from corpusforge.io.writer import WriterOptions
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class OutputConfig(_Strict):
+class OutputConfig(StrictModel):
     path: str = Field(description="Folder of the output dataset; rejected rows go to <path>/rejected.")
     shard_rows: int | None = Field(None, gt=0, description="Roll to a new shard after this many rows.")
     shard_bytes: int | None = Field(256 << 20, gt=0, description="Roll to a new shard once the file reaches this size.")
@@ -44,7 +40,7 @@ class OutputConfig(_Strict):
                              self.compression, self.compression_level if self.compression != "none" else None)
 
 
-class PipelineConfig(_Strict):
+class PipelineConfig(StrictModel):
     name: str
     kind: Literal["text", "image", "pointcloud"]
     inputs: list[dict[str, Any]] = Field(min_length=1)
@@ -80,17 +76,6 @@ class PipelineConfig(_Strict):
         return hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
-def _fmt(exc: ValidationError, prefix: str = "") -> str:
-    lines = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in (prefix.split(".") if prefix else []) + list(err["loc"]))
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key (check its spelling)"
-        lines.append(f"{loc}: {msg}")
-    return "; ".join(lines)
-
-
 def from_dict(raw: dict, *, source: str = "config") -> PipelineConfig:
     """Validate a config dict, including every input's and stage's own options."""
     if not isinstance(raw, dict):
@@ -98,7 +83,7 @@ def from_dict(raw: dict, *, source: str = "config") -> PipelineConfig:
     try:
         cfg = PipelineConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {_fmt(exc)}") from None
+        raise ConfigError(f"{source}: {format_errors(exc)}") from None
     for section, key, table, lookup, verb in (("inputs", "format", registry.READERS, registry.reader_class, "reads"),
                                               ("stages", "stage", registry.STAGES, registry.stage_class, "works on")):
         for i, item in enumerate(getattr(cfg, section)):
@@ -115,34 +100,11 @@ def from_dict(raw: dict, *, source: str = "config") -> PipelineConfig:
             try:
                 cls.Config.model_validate({k: v for k, v in item.items() if k != key})
             except ValidationError as exc:
-                raise ConfigError(f"{source}: {_fmt(exc, f'{section}.{i}')}") from None
+                raise ConfigError(f"{source}: {format_errors(exc, f'{section}.{i}')}") from None
     return cfg
 
 
 def load_config(path: str | Path, overrides: dict | None = None) -> PipelineConfig:
     """Load and validate a YAML (or JSON) pipeline config. Relative input and output paths
     are kept as written: they resolve against the working directory, like every CLI tool."""
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
-    apply_overrides(raw, overrides, str(path))
-    return from_dict(raw, source=str(path))
-
-
-def apply_overrides(raw, overrides: dict | None, source: str) -> None:
-    """Set ``{"stages.0.form": "NFC", ...}`` in a nested config mapping, in place."""
-    if not overrides or not isinstance(raw, dict):
-        return
-    for dotted, value in overrides.items():
-        node = raw
-        *parents, leaf = dotted.split(".")
-        try:
-            for p in parents:
-                node = node[int(p)] if isinstance(node, list) else node.setdefault(p, {})
-            node[int(leaf) if isinstance(node, list) else leaf] = value
-        except (IndexError, ValueError, TypeError, AttributeError):
-            raise ConfigError(f"--set {dotted}: no such place in {source}") from None
+    return from_dict(read_yaml(path, overrides, "config"), source=str(path))

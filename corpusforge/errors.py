@@ -5,8 +5,9 @@ class CorpusforgeError(Exception):
     """Base class for errors the user can act on."""
 
 
-class ConfigError(CorpusforgeError):
-    """A pipeline config is invalid; the message names the field."""
+class ConfigError(CorpusforgeError, ValueError):
+    """A config (pipeline, mix, train, compress) or a command line is invalid; the message names
+    the field. Also a ValueError: an invalid value is what it is."""
 
 
 class SchemaError(CorpusforgeError):

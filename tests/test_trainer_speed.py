@@ -56,7 +56,7 @@ def test_chunked_loss_equals_the_whole_loss_and_gradients():
     torch.manual_seed(0)
     cfg = ModelConfig(vocab_size=97, n_layer=1, n_head=2, d_model=32, seq_len=16)
     whole = GPT(cfg)
-    chunked = GPT(ModelConfig(**{**cfg.__dict__, "loss_chunks": 5}))      # 5 does not divide 2 x 16 tokens
+    chunked = GPT(cfg.model_copy(update={"loss_chunks": 5}))      # 5 does not divide 2 x 16 tokens
     chunked.load_state_dict(whole.state_dict())
     x, y = torch.randint(0, 97, (2, 16)), torch.randint(0, 97, (2, 16))
     la, lb = whole(x, y), chunked(x, y)

@@ -5,6 +5,7 @@ single import name, ``corpusforge`` (no top-level ``trainer`` or ``flows`` to co
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -28,7 +29,15 @@ def _run(cmd, cwd, env, timeout=600):
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
-    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp / "dist", ROOT],
+    # built from a copy of what the wheel is made of, so that no build/ folder is left in (or
+    # reused from) the checkout; the links inside corpusforge/ are copied as links
+    src = tmp / "src"
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for name in ("corpusforge", "trainer", "flows", "schemas"):
+        shutil.copytree(ROOT / name, src / name, symlinks=True, ignore=skip)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp / "dist", src],
          cwd=tmp, env=os.environ)
     wheel = next((tmp / "dist").glob("corpusforge-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()

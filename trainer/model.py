@@ -13,29 +13,32 @@ how a pipeline stage holds only its part of the model.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from pydantic import Field
 
-@dataclass
-class ModelConfig:
+from corpusforge.config_base import StrictModel
+
+
+class ModelConfig(StrictModel):
     vocab_size: int = 0              # 0: taken from the dataset's tokenizer
     n_layer: int = 4
     n_head: int = 4
     d_model: int = 128
-    seq_len: int = 64
+    seq_len: int = Field(64, ge=1)
     mlp_ratio: int = 4
-    norm: str = "rmsnorm"            # rmsnorm | layernorm
-    pos: str = "rope"                # rope | learned
+    norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    pos: Literal["rope", "learned"] = "rope"
     tie_embeddings: bool = False
     dropout: float = 0.0
     bias: bool = False
     rope_theta: float = 10_000.0
-    loss_chunks: int = 1             # >1: the output projection and loss in this many slices of tokens
+    loss_chunks: int = Field(1, ge=1)  # >1: the output projection and loss in this many slices of tokens
 
 
 def make_norm(cfg: ModelConfig) -> nn.Module:

@@ -40,12 +40,15 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("config", nargs="?", help="YAML config (trainer/configs/*.yaml)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
-    from corpusforge.errors import CorpusforgeError
+    from corpusforge.errors import ConfigError, CorpusforgeError
     from corpusforge.trainer.data import DataError
 
     try:
         cfg = load(args.config, args.set)
         return train(cfg)
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        raise SystemExit(2)
     except (DataError, CorpusforgeError) as exc:       # the data, not the config: exit 1, as the CLI does
         print(f"data error: {exc}", file=sys.stderr)
         raise SystemExit(1)

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
-from corpusforge.errors import ConfigError
+from corpusforge.config_base import StrictModel, read_yaml, validate
 
 # Named recipes: shares by domain. Pretraining mixes general data heavily; continued pretraining
 # and fine-tuning raise the domain share but keep general data in, against catastrophic forgetting.
@@ -21,11 +20,7 @@ PRESETS: dict[str, dict[str, float]] = {
 }
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class SourceConfig(_Strict):
+class SourceConfig(StrictModel):
     path: str = Field(description="A corpusforge dataset folder.")
     weight: float | None = Field(None, ge=0, description="Target share (normalised over sources).")
     domain: str | None = Field(None, description="Domain for presets (web, books, code, ...); default: the name.")
@@ -33,12 +28,12 @@ class SourceConfig(_Strict):
     select_source: str | None = Field(None, description="Take only rows whose `source` column has this value.")
 
 
-class Phase(_Strict):
+class Phase(StrictModel):
     tokens: int = Field(gt=0, description="Tokens (records for image/point-cloud sets) in this phase.")
     weights: dict[str, float] = Field(description="Mixture of this phase, by source name.")
 
 
-class CurriculumConfig(_Strict):
+class CurriculumConfig(StrictModel):
     score: str = Field(description="Difficulty: a column (n_tokens, score_...) or a SQL expression over columns.")
     mode: Literal["sorted", "smooth", "phases"] = "smooth"
     window: int = Field(64, ge=1, description="Rows shuffled together, so neighbouring batches differ.")
@@ -53,13 +48,13 @@ class CurriculumConfig(_Strict):
         return self
 
 
-class OutputConfig(_Strict):
+class OutputConfig(StrictModel):
     path: str
     shard_rows: int | None = Field(None, gt=0)
     shard_bytes: int | None = Field(256 << 20, gt=0)
 
 
-class MixConfig(_Strict):
+class MixConfig(StrictModel):
     name: str
     sources: dict[str, SourceConfig] = Field(min_length=1)
     budget: int | None = Field(None, gt=0, description="Total tokens (records for image/point-cloud sets); "
@@ -97,20 +92,8 @@ class MixConfig(_Strict):
 
 
 def load(path: str | Path, overrides: dict | None = None) -> MixConfig:
-    try:
-        raw = yaml.safe_load(Path(path).read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"mix config not found: {path}") from None
-    from corpusforge.config import apply_overrides
-
-    apply_overrides(raw, overrides, str(path))
-    return from_dict(raw, source=str(path))
+    return from_dict(read_yaml(path, overrides, "mix config"), source=str(path))
 
 
 def from_dict(raw: dict, source: str = "mix config") -> MixConfig:
-    from corpusforge.config import _fmt
-
-    try:
-        return MixConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError(f"{source}: {_fmt(exc)}") from None
+    return validate(MixConfig, raw, source)

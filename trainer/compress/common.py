@@ -13,17 +13,20 @@ A *run* is a finished trainer ``out_dir``: ``config.json`` (the model and the da
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 
-from corpusforge.trainer.config import TrainConfig, _build, read_raw
+from pydantic import Field
+
+from corpusforge.config_base import StrictModel, read_yaml, validate
+from corpusforge.trainer.config import TrainConfig
 from corpusforge.trainer.data import PackedSequences, TokenLoader, TokenStream, split
 from corpusforge.trainer.model import GPT, ModelConfig
 
@@ -32,38 +35,36 @@ class CompressError(ValueError):
     """A compression request that cannot be met; the message says what to change."""
 
 
-@dataclass
-class QuantizeConfig:
-    # int8_weight_only | int8_dynamic | int4_weight_only | nf4 | static | qat | int4_tinygemm
-    methods: list = field(default_factory=lambda: ["int8_weight_only", "int8_dynamic", "int4_weight_only", "nf4",
-                                                   "static", "qat"])
-    group_size: int = 32              # int4_weight_only, nf4 blocks, static per_group, qat
-    granularity: str = "per_channel"  # static weights: per_tensor | per_channel | per_group
-    scheme: str = "symmetric"         # static and int4: symmetric | asymmetric (zero point)
-    observer: str = "minmax"          # static activations: minmax | moving_average | histogram
+class QuantizeConfig(StrictModel):
+    # int8_weight_only | int8_dynamic | int4_weight_only | nf4 | static | qat | int4_tinygemm |
+    # float8_weight_only | float8_dynamic (quantize.METHODS; an unknown one is refused there, naming them)
+    methods: list[str] = Field(default_factory=lambda: ["int8_weight_only", "int8_dynamic", "int4_weight_only", "nf4",
+                                                        "static", "qat"])
+    group_size: int = Field(32, ge=1)  # int4_weight_only, nf4 blocks, static per_group, qat
+    granularity: Literal["per_tensor", "per_channel", "per_group"] = "per_channel"   # static weights
+    scheme: Literal["symmetric", "asymmetric"] = "symmetric"      # static and int4 (zero point)
+    observer: Literal["minmax", "moving_average", "histogram"] = "minmax"   # static activations
     momentum: float = 0.01            # moving_average: PyTorch's default averaging constant
     qat_steps: int = 200              # fake-quantized fine-tuning steps (and the same for its baseline)
     qat_lr: float = 1e-4
 
 
-@dataclass
-class PruneConfig:
-    kind: str = "unstructured"        # unstructured | structured
-    scope: str = "global"             # unstructured: layer | global
-    sparsity: float = 0.5             # unstructured: share of linear weights zeroed; structured: share of units removed
-    target: str = "mlp"               # structured: mlp | heads | both
-    importance: str = "l2"            # structured: l1 | l2 | activation | taylor
-    schedule: str = "one_shot"        # one_shot | iterative
-    iterations: int = 4               # iterative: prune steps, cubic schedule to the target
+class PruneConfig(StrictModel):
+    kind: Literal["unstructured", "structured"] = "unstructured"
+    scope: Literal["layer", "global"] = "global"                   # unstructured
+    sparsity: float = Field(0.5, gt=0, lt=1)   # unstructured: share of linear weights zeroed; structured: of units removed
+    target: Literal["mlp", "heads", "both"] = "mlp"                # structured
+    importance: Literal["l1", "l2", "activation", "taylor"] = "l2"  # structured
+    schedule: Literal["one_shot", "iterative"] = "one_shot"
+    iterations: int = Field(4, ge=1)  # iterative: prune steps, cubic schedule to the target
     finetune_steps: int = 200         # in total (split over the iterations)
     lr: float = 1e-4
 
 
-@dataclass
-class DistillConfig:
-    student: ModelConfig = field(default_factory=lambda: ModelConfig(n_layer=2, n_head=4, d_model=96))
-    alpha: float = 0.5                # weight of the soft-target loss
-    temperature: float = 2.0
+class DistillConfig(StrictModel):
+    student: ModelConfig = Field(default_factory=lambda: ModelConfig(n_layer=2, n_head=4, d_model=96))
+    alpha: float = Field(0.5, ge=0, le=1)   # weight of the soft-target loss
+    temperature: float = Field(2.0, gt=0)
     hidden_weight: float = 0.0        # > 0: add patient (intermediate-layer) distillation
     steps: int = 500
     lr: float = 1e-3
@@ -71,47 +72,22 @@ class DistillConfig:
     baseline: bool = True             # also train the same student from scratch on the same batches
 
 
-@dataclass
-class CompressConfig:
-    run: str = ""                     # a finished trainer out_dir
+class CompressConfig(StrictModel):
+    run: str = Field(min_length=1)    # a finished trainer out_dir (config.json and final_model_stage0.pt)
     out_dir: str = "out/compress"
-    batch_size: int = 12
+    batch_size: int = Field(12, ge=1)
     eval_batches: int = 20
     calibration_batches: int = 8
     seed: int = 1337
-    device: str = "auto"              # auto | cpu | cuda | npu (as the trainer chooses)
-    precision: str = "auto"           # the reference model's dtype: auto (bf16 on an accelerator, else fp32) | fp32 | bf16
-    quantize: QuantizeConfig = field(default_factory=QuantizeConfig)
-    prune: PruneConfig = field(default_factory=PruneConfig)
-    distill: DistillConfig = field(default_factory=DistillConfig)
+    device: Literal["auto", "cpu", "cuda", "npu"] = "auto"        # as the trainer chooses
+    precision: Literal["auto", "fp32", "bf16"] = "auto"   # the reference's dtype: auto = bf16 on an accelerator, else fp32
+    quantize: QuantizeConfig = Field(default_factory=QuantizeConfig)
+    prune: PruneConfig = Field(default_factory=PruneConfig)
+    distill: DistillConfig = Field(default_factory=DistillConfig)
 
 
-def load_config(path: str | Path | None, overrides: list[str] | None = None) -> CompressConfig:
-    cfg = _build(CompressConfig, read_raw(path, overrides), "")
-    if not cfg.run:
-        raise ValueError("run: required (a finished trainer out_dir with config.json and final_model_stage0.pt)")
-    choices = {
-        "quantize.granularity": (cfg.quantize.granularity, {"per_tensor", "per_channel", "per_group"}),
-        "quantize.scheme": (cfg.quantize.scheme, {"symmetric", "asymmetric"}),
-        "quantize.observer": (cfg.quantize.observer, {"minmax", "moving_average", "histogram"}),
-        "prune.kind": (cfg.prune.kind, {"unstructured", "structured"}),
-        "prune.scope": (cfg.prune.scope, {"layer", "global"}),
-        "prune.target": (cfg.prune.target, {"mlp", "heads", "both"}),
-        "prune.importance": (cfg.prune.importance, {"l1", "l2", "activation", "taylor"}),
-        "prune.schedule": (cfg.prune.schedule, {"one_shot", "iterative"}),
-        "device": (cfg.device, {"auto", "cpu", "cuda", "npu"}),
-        "precision": (cfg.precision, {"auto", "fp32", "bf16"}),
-    }
-    for name, (value, allowed) in choices.items():
-        if value not in allowed:
-            raise ValueError(f"{name}: {value!r} is not one of {sorted(allowed)}")
-    if not 0 < cfg.prune.sparsity < 1:
-        raise ValueError(f"prune.sparsity: must be in (0, 1), got {cfg.prune.sparsity}")
-    if not 0 <= cfg.distill.alpha <= 1:
-        raise ValueError(f"distill.alpha: must be in [0, 1], got {cfg.distill.alpha}")
-    if cfg.distill.temperature <= 0:
-        raise ValueError(f"distill.temperature: must be > 0, got {cfg.distill.temperature}")
-    return cfg
+def load_config(path: str | Path | None, overrides: list[str] | dict | None = None) -> CompressConfig:
+    return validate(CompressConfig, read_yaml(path, overrides, "compress config"), str(path) if path else "compress config")
 
 
 @dataclass
@@ -156,7 +132,7 @@ def load_run(run: str | Path, cfg: CompressConfig | None = None) -> Trained:
     stages = sorted(run.glob("final_model_stage*.pt"))
     if not stages:
         raise CompressError(f"run: {run} has no final_model_stage0.pt (the run did not finish)")
-    tc = _build(TrainConfig, json.loads((run / "config.json").read_text()), "")
+    tc = validate(TrainConfig, json.loads((run / "config.json").read_text()), str(run / "config.json"))
     state = {}
     for f in stages:                              # pipeline stages hold disjoint parts of one model
         state.update(torch.load(f, map_location="cpu", weights_only=True))
@@ -341,7 +317,7 @@ def save(out_dir: Path, name: str, model: torch.nn.Module, model_cfg: ModelConfi
     and what is needed to rebuild it (``extra``: per-layer shapes after structured pruning)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{name}.pt"
-    torch.save({"model_config": dataclasses.asdict(model_cfg), "state_dict": model.state_dict(), **(extra or {})}, path)
+    torch.save({"model_config": model_cfg.model_dump(), "state_dict": model.state_dict(), **(extra or {})}, path)
     return path
 
 

@@ -17,7 +17,6 @@ like. Under ``torchrun`` the student trains with DDP (the teacher runs on each r
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import torch
@@ -29,7 +28,7 @@ from corpusforge.trainer.model import GPT
 
 
 def student_config(cfg: CompressConfig, trained: Trained):
-    s = dataclasses.replace(cfg.distill.student)
+    s = cfg.distill.student.model_copy()
     teacher_vocab = trained.model.cfg.vocab_size
     if s.vocab_size == 0:
         s.vocab_size = teacher_vocab
