@@ -31,6 +31,9 @@ from pathlib import Path
 # No telemetry from a data pipeline (and no sqlite lock warnings from it in ephemeral mode).
 os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+# The ephemeral server (a flow run without PREFECT_API_URL) creates its database on first start;
+# on a busy 2-core machine that takes longer than Prefect's 20 s default and the run would fail.
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
 
 from prefect import flow, task  # noqa: E402
 from prefect.artifacts import create_link_artifact, create_markdown_artifact  # noqa: E402
