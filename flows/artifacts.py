@@ -1,10 +1,9 @@
-"""What the flows show in the Prefect UI: a run's summary table, artifact keys, and links to
-reports (served by ``reports.py``)."""
+"""What the flows show in the Prefect UI: a run's summary table and artifact keys (links to
+reports come from ``reports.py``)."""
 
 from __future__ import annotations
 
 from corpusforge import runner
-from corpusforge.flows.reports import report_link as link  # noqa: F401  (the address artifacts show)
 
 
 def summary_markdown(name: str, summary: runner.RunSummary) -> str:

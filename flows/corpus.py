@@ -14,7 +14,8 @@ import yaml
 from prefect import flow, task
 from prefect.artifacts import create_link_artifact, create_markdown_artifact
 
-from corpusforge.flows.artifacts import artifact_key, link
+from corpusforge.flows.artifacts import artifact_key
+from corpusforge.flows.reports import report_link as link
 from corpusforge.flows.pipeline import pipeline_flow
 
 

@@ -45,7 +45,8 @@ from corpusforge.io.dataset import REPORT_HTML  # noqa: E402
 from corpusforge.io.storage import Store  # noqa: E402
 
 
-from corpusforge.flows.artifacts import artifact_key, link, summary_markdown  # noqa: E402
+from corpusforge.flows.artifacts import artifact_key, summary_markdown  # noqa: E402
+from corpusforge.flows.reports import report_link as link  # noqa: E402  (the address artifacts show)
 from corpusforge.flows.server import local_server  # noqa: E402
 
 

@@ -63,6 +63,16 @@ def weights(out) -> dict:
     return sd
 
 
+def assert_same_training(a, b, tol: float) -> None:
+    """Two runs of 4 steps trained alike: the same losses and final weights, within ``tol``."""
+    la, lb = losses(a), losses(b)
+    assert len(la) == len(lb) == 4
+    assert max(abs(x - y) for x, y in zip(la, lb)) < tol, (la, lb)
+    wa, wb = weights(a), weights(b)
+    assert set(wa) == set(wb)
+    assert max((wa[k] - wb[k]).abs().max().item() for k in wb) < tol
+
+
 @pytest.fixture(scope="module")
 def reference(tokens, tmp_path_factory):
     """One process, global batches of 4 and 8 sequences."""
@@ -88,13 +98,7 @@ MODES = [
 @pytest.mark.parametrize("name,nprocs,overrides,ref_batch", MODES, ids=[m[0] for m in MODES])
 def test_parallel_mode_matches_single_process(tokens, reference, tmp_path, name, nprocs, overrides, ref_batch):
     launch(tokens, tmp_path / name, nprocs, "batch_size=4", *overrides)
-    ref = reference[ref_batch]
-    a, b = losses(tmp_path / name), losses(ref)
-    assert len(a) == len(b) == 4
-    assert max(abs(x - y) for x, y in zip(a, b)) < 1e-5, (a, b)
-    wa, wb = weights(tmp_path / name), weights(ref)
-    assert set(wa) == set(wb)
-    assert max((wa[k] - wb[k]).abs().max().item() for k in wb) < 1e-5
+    assert_same_training(tmp_path / name, reference[ref_batch], 1e-5)
 
 
 @pytest.mark.parametrize("mode,nprocs", [("none", 1), ("zero3", 2)])

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from conftest import ROOT
-from test_trainer import TINY, launch, losses, tokens, weights  # noqa: F401  (tokens is a fixture)
+from test_trainer import TINY, assert_same_training, launch, tokens  # noqa: F401  (tokens is a fixture)
 from corpusforge.trainer.config import load
 from corpusforge.trainer.metrics import Throughput, peak_flops
 from corpusforge.trainer.model import GPT, ModelConfig
@@ -26,15 +26,6 @@ def plain(tokens, tmp_path_factory):  # noqa: F811
     return out
 
 
-def _same_training(a, b, tol):
-    la, lb = losses(a), losses(b)
-    assert len(la) == len(lb) == 4
-    assert max(abs(x - y) for x, y in zip(la, lb)) < tol, (la, lb)
-    wa, wb = weights(a), weights(b)
-    assert set(wa) == set(wb)
-    assert max((wa[k] - wb[k]).abs().max().item() for k in wb) < tol
-
-
 @pytest.mark.parametrize("overrides", [["activation_checkpointing=full"],
                                        ["activation_checkpointing=full", "ac_every=2"],
                                        ["activation_checkpointing=op"],
@@ -42,14 +33,14 @@ def _same_training(a, b, tol):
                          ids=["full", "every2", "op", "loss_chunks"])
 def test_memory_savers_change_nothing_but_memory(tokens, plain, tmp_path, overrides):  # noqa: F811
     launch(tokens, tmp_path, 1, "batch_size=4", "model.n_layer=3", *overrides)
-    _same_training(tmp_path, plain, 1e-5)
+    assert_same_training(tmp_path, plain, 1e-5)
 
 
 def test_compile_trains_like_eager(tokens, plain, tmp_path):  # noqa: F811
     """Inductor on CPU: the same losses and weights as eager, up to float reassociation; the
     parameter names (and so checkpoints) are unchanged."""
     launch(tokens, tmp_path, 1, "batch_size=4", "model.n_layer=3", "compile=true")
-    _same_training(tmp_path, plain, 2e-4)
+    assert_same_training(tmp_path, plain, 2e-4)
 
 
 def test_chunked_loss_equals_the_whole_loss_and_gradients():
@@ -126,11 +117,8 @@ def test_peaks_and_mfu():
     assert peak_flops("NVIDIA A100-SXM4-80GB", "float8") is None                 # no float8 on Ampere
     assert peak_flops("Ascend910B2", "bf16") == 376e12
     assert peak_flops("cpu", "bf16") is None and peak_flops("Some New GPU", "bf16") is None
-    t = Throughput.__new__(Throughput)
-    t.flops_per_token, t.world_size, t.peak, t.peak_bf16 = 6e9, 1, 989e12, None
-    assert t(82_425.0)["mfu"] == pytest.approx(0.5, rel=1e-3)
-    t.peak, t.peak_bf16 = 1979e12, 989e12                                        # float8
-    rec = t(82_425.0)
+    assert Throughput(6e9, 1, 989e12)(82_425.0)["mfu"] == pytest.approx(0.5, rel=1e-3)
+    rec = Throughput(6e9, 1, 1979e12, 989e12)(82_425.0)                           # float8
     assert rec["mfu"] == pytest.approx(0.25, rel=1e-2) and rec["mfu_bf16_equiv"] == pytest.approx(0.5, rel=1e-3)
 
 

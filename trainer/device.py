@@ -48,6 +48,12 @@ def backend_for(device_type: str) -> str:
     return backends[device_type]
 
 
+def synchronize(device: torch.device) -> None:
+    """Wait for the device's queued work (nothing to wait for on CPU)."""
+    if device.type != "cpu":
+        torch.get_device_module(device.type).synchronize()
+
+
 @dataclass
 class Runtime:
     device: torch.device
@@ -61,8 +67,7 @@ class Runtime:
         return self.rank == 0
 
     def synchronize(self) -> None:
-        if self.device.type != "cpu":
-            torch.get_device_module(self.device.type).synchronize()
+        synchronize(self.device)
 
     def max_memory_bytes(self) -> int | None:
         if self.device.type == "cpu":

@@ -55,12 +55,18 @@ def peak_flops(name: str, precision: str) -> float | None:
 class Throughput:
     """tokens/s and MFU of a window of steps."""
 
-    def __init__(self, device: torch.device, precision: str, float8: bool, flops_per_token: float, world_size: int):
-        self.name = device_name(device)
-        self.flops_per_token = flops_per_token
-        self.world_size = world_size
-        self.peak = peak_flops(self.name, "float8" if float8 else precision)
-        self.peak_bf16 = peak_flops(self.name, "bf16") if float8 else None
+    def __init__(self, flops_per_token: float, world_size: int, peak: float | None, peak_bf16: float | None = None,
+                 name: str = ""):
+        self.flops_per_token, self.world_size = flops_per_token, world_size
+        self.peak, self.peak_bf16, self.name = peak, peak_bf16, name
+
+    @classmethod
+    def for_device(cls, device: torch.device, precision: str, float8: bool, flops_per_token: float,
+                   world_size: int) -> "Throughput":
+        """The peaks of this device for the precision in use (float8: also the bf16 peak)."""
+        name = device_name(device)
+        return cls(flops_per_token, world_size, peak_flops(name, "float8" if float8 else precision),
+                   peak_flops(name, "bf16") if float8 else None, name)
 
     def __call__(self, tokens_per_s: float) -> dict:
         """``tokens_per_s`` over all ranks; MFU per device."""

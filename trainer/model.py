@@ -67,6 +67,11 @@ def apply_rope(x: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
     return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
 
 
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of (B, T, vocab) logits, in float32 (also the pipeline schedule's loss)."""
+    return F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
+
+
 def _loss_sum(h: torch.Tensor, targets: torch.Tensor, output: nn.Module) -> torch.Tensor:
     return F.cross_entropy(output(h).float(), targets, reduction="sum")
 
@@ -76,7 +81,7 @@ def chunked_cross_entropy(h: torch.Tensor, targets: torch.Tensor, output: nn.Mod
     cut into that many slices whose logits are recomputed in backward: peak memory holds one
     slice's fp32 logits instead of all of them."""
     if chunks <= 1:        # (B, T, d) into the output layer: what tensor parallelism's plan expects
-        return F.cross_entropy(output(h).flatten(0, 1).float(), targets.flatten())
+        return cross_entropy(output(h), targets)
     h, targets = h.flatten(0, 1), targets.flatten()
     total = sum(checkpoint(_loss_sum, hc, tc, output, use_reentrant=False)
                 for hc, tc in zip(h.chunk(chunks), targets.chunk(chunks)))

@@ -24,15 +24,10 @@ from corpusforge.trainer.config import TrainConfig, load, to_dict
 from corpusforge.trainer.data import TokenLoader, TokenStream, split
 from corpusforge.trainer.device import init_runtime
 from corpusforge.trainer.metrics import Throughput, open_metrics
-from corpusforge.trainer.model import GPT
+from corpusforge.trainer.model import GPT, cross_entropy
 from corpusforge.trainer.optim import build_optimizer, clip_grad_norm, lr_lambda
 from corpusforge.trainer.parallelize import PARAM_DTYPES, parallelize, pp
 from corpusforge.trainer.parallelize.mesh import ParallelDims, all_reduce_mean, build
-
-
-def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """The pipeline schedule's loss (the last stage's logits against the targets)."""
-    return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten())
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -65,10 +60,12 @@ class Step:
     def __init__(self, cfg: TrainConfig, dims: ParallelDims, device: torch.device, schedule):
         self.cfg, self.dims, self.device, self.schedule = cfg, dims, device, schedule
         # FSDP casts parameters itself (its mixed-precision policy); elsewhere autocast does
-        dtype = PARAM_DTYPES.get(cfg.precision)
-        self.autocast = dtype is not None and not dims.fsdp
-        self.dtype = dtype
+        self.dtype = PARAM_DTYPES.get(cfg.precision)
+        self.use_autocast = self.dtype is not None and not dims.fsdp
         self.scaler = torch.amp.GradScaler(device.type, enabled=cfg.precision == "fp16")
+
+    def autocast(self):
+        return torch.autocast(self.device.type, dtype=self.dtype, enabled=self.use_autocast)
 
     def __call__(self, state: TrainState) -> torch.Tensor:
         cfg, dims, model = self.cfg, self.dims, state.model
@@ -88,7 +85,7 @@ class Step:
                 elif dims.fsdp and cfg.grad_accum > 1:
                     model.set_requires_gradient_sync(last)
                 with sync:
-                    with torch.autocast(self.device.type, dtype=self.dtype, enabled=self.autocast):
+                    with self.autocast():
                         loss = model(x.to(self.device), y.to(self.device)) / cfg.grad_accum
                     self.scaler.scale(loss).backward()
                 loss_sum += loss.detach()
@@ -222,7 +219,7 @@ def train(cfg: TrainConfig) -> dict:
         checkpoint.load(checkpoint.latest(out), state, rt.rank)
         if rt.is_main:
             print(f"resumed from {checkpoint.latest(out)} at step {state.step}")
-    throughput = Throughput(rt.device, cfg.precision, cfg.float8 != "none", flops_per_token, rt.world_size)
+    throughput = Throughput.for_device(rt.device, cfg.precision, cfg.float8 != "none", flops_per_token, rt.world_size)
     log = Log(cfg, out, rt, dims, state.step, throughput)
     if rt.is_main:
         print(f"model {n_params / 1e6:.2f}M parameters | {dims.mode} dp={dims.dp} tp={dims.tp} pp={dims.pp} on "
@@ -241,7 +238,7 @@ def train(cfg: TrainConfig) -> dict:
         if state.step % cfg.log_every == 0 or state.step == start + 1 or state.step == end or evaluate_now or save_now:
             log.flush()
         if evaluate_now:
-            log.eval(evaluate(model, val_seqs, cfg, dims, rt, schedule), state.step)
+            log.eval(evaluate(model, val_seqs, cfg, dims, rt, schedule, train_step.autocast), state.step)
         if save_now:
             checkpoint.save(out, state, rt.rank)
         if evaluate_now or save_now:
@@ -255,7 +252,7 @@ def train(cfg: TrainConfig) -> dict:
             torch.distributed.destroy_process_group()
         return {"train_loss": log.last_loss, "steps": end, "stopped": True}
     state_bytes = local_state_bytes(model, optimizer)      # what this rank holds, sharded or not
-    val = evaluate(model, val_seqs, cfg, dims, rt, schedule)
+    val = evaluate(model, val_seqs, cfg, dims, rt, schedule, train_step.autocast)
     log.eval(val, cfg.steps)
     if cfg.save_final:
         checkpoint.save(out, state, rt.rank)
@@ -273,7 +270,7 @@ def train(cfg: TrainConfig) -> dict:
 
 
 @torch.no_grad()
-def evaluate(model, val_seqs, cfg: TrainConfig, dims: ParallelDims, rt, schedule) -> float:
+def evaluate(model, val_seqs, cfg: TrainConfig, dims: ParallelDims, rt, schedule, autocast) -> float:
     """Mean loss over the first ``eval_batches`` batches of the held-out split (in order)."""
     if len(val_seqs) < cfg.batch_size * dims.dp:
         return float("nan")
@@ -282,7 +279,6 @@ def evaluate(model, val_seqs, cfg: TrainConfig, dims: ParallelDims, rt, schedule
     total = torch.zeros((), device=rt.device)
     n = min(cfg.eval_batches, len(val_seqs) // (cfg.batch_size * dims.dp))
     stage = dims.coordinate("pp")
-    dtype = PARAM_DTYPES.get(cfg.precision)
     for _ in range(n):
         x, y = next(loader)
         if schedule is not None:
@@ -295,7 +291,7 @@ def evaluate(model, val_seqs, cfg: TrainConfig, dims: ParallelDims, rt, schedule
                 schedule.eval()
             total += torch.stack(losses).mean() if losses else 0.0
         else:
-            with torch.autocast(rt.device.type, dtype=dtype, enabled=dtype is not None and not dims.fsdp):
+            with autocast():
                 total += model(x.to(rt.device), y.to(rt.device))
     if dims.pp_mesh is not None:
         torch.distributed.all_reduce(total, group=dims.pp_mesh.get_group())

@@ -28,6 +28,7 @@ from pydantic import Field
 from corpusforge.config_base import StrictModel, read_yaml, validate
 from corpusforge.trainer.config import TrainConfig
 from corpusforge.trainer.data import PackedSequences, TokenLoader, TokenStream, split
+from corpusforge.trainer.device import synchronize
 from corpusforge.trainer.model import GPT, ModelConfig
 
 
@@ -192,11 +193,6 @@ def device_of(model: torch.nn.Module) -> torch.device:
     return next(iter(model.parameters()), next(iter(model.buffers()), torch.zeros(()))).device
 
 
-def _sync(device: torch.device) -> None:
-    if device.type != "cpu":
-        torch.get_device_module(device.type).synchronize()
-
-
 def decode_latency(model: torch.nn.Module, device: torch.device, repeats: int = 50) -> dict:
     """Milliseconds per generated token at batch 1: one token through every layer, the cost of a
     decoding step with a KV cache less its attention over the cache (this model keeps no cache).
@@ -224,10 +220,10 @@ def decode_latency(model: torch.nn.Module, device: torch.device, repeats: int = 
             torch.cuda.synchronize()
     times = []
     for _ in range(repeats):
-        _sync(device)
+        synchronize(device)
         t = time.perf_counter()
         step()
-        _sync(device)
+        synchronize(device)
         times.append(time.perf_counter() - t)
     times.sort()
     return {"decode_ms_per_token": 1000 * times[len(times) // 2], "decode_mode": mode}
@@ -256,11 +252,11 @@ def measure(model: torch.nn.Module, data: list, reference: torch.nn.Module | Non
         model(data[0][0])                          # warm-up: thread pools, allocator, lazy init
     best = float("inf")
     for _ in range(speed_repeats):
-        _sync(device)
+        synchronize(device)
         t = time.perf_counter()
         for x, _ in data:
             model(x)
-        _sync(device)
+        synchronize(device)
         best = min(best, time.perf_counter() - t)
     tokens = sum(x.numel() for x, _ in data)
     out = {"loss": loss / n, "perplexity": math.exp(loss / n), "tokens_per_s": tokens / best if best > 0 else 0.0,
