@@ -30,6 +30,7 @@ from corpusforge.trainer.config import TrainConfig
 from corpusforge.trainer.data import PackedSequences, TokenLoader, TokenStream, split
 from corpusforge.trainer.device import synchronize
 from corpusforge.trainer.model import GPT, ModelConfig
+from corpusforge.trainer.model import cross_entropy as logits_cross_entropy
 
 
 class CompressError(ValueError):
@@ -281,7 +282,7 @@ def finetune(model: torch.nn.Module, trained: "Trained", steps: int, lr: float, 
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup_steps) if warmup_steps else 1.0)
     loader = trained.loader(batch_size, seed, rank, world)
-    loss_fn = loss_fn or (lambda m, x, y: F.cross_entropy(m(x).flatten(0, 1).float(), y.flatten()))
+    loss_fn = loss_fn or cross_entropy
     losses = []
     model.train()
     device = device_of(model)
@@ -299,7 +300,8 @@ def finetune(model: torch.nn.Module, trained: "Trained", steps: int, lr: float, 
 
 
 def cross_entropy(model, x, y) -> torch.Tensor:
-    return F.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
+    """The model's mean cross-entropy on (x, y): fine-tuning's default loss."""
+    return logits_cross_entropy(model(x), y)
 
 
 def clone(model: torch.nn.Module) -> torch.nn.Module:
