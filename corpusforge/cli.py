@@ -219,10 +219,14 @@ def cmd_serve(args) -> int:
 
 
 def cmd_mix(args) -> int:
+    if args.config[0] == "search":
+        return cmd_mix_search(args)
+    if len(args.config) != 1:
+        raise ConfigError(f"mix: expected one config, got {' '.join(args.config)} (or: mix search SEARCH_CONFIG)")
     from corpusforge.mix.build import build
     from corpusforge.mix.config import load as load_mix
 
-    cfg = load_mix(args.config, parse_set(args.set))
+    cfg = load_mix(args.config[0], parse_set(args.set))
     stats = build(cfg, log=lambda m: console.print(f"[yellow]{m}[/yellow]"))
     table = Table(title=f"{cfg.name}: {stats['rows']:,} rows, {stats['mixture']['unit']}")
     for col in ("source", "requested", "achieved", "available", "repeats"):
@@ -234,6 +238,35 @@ def cmd_mix(args) -> int:
     out.print(f"output: {cfg.output.path}/{MANIFEST}  (order: {stats['order']['description']})\n"
               f"report: {cfg.output.path}/{REPORT_HTML}")
     return EXIT_OK
+
+
+def cmd_mix_search(args) -> int:
+    if len(args.config) != 2:
+        raise ConfigError("mix search: expected one search config (see data_samples/configs/demo_mix_search.yaml)")
+    from corpusforge.mix.search.config import load as load_search
+    from corpusforge.mix.search.run import search
+
+    cfg = load_search(args.config[1], parse_set(args.set))
+    result = search(cfg, log=lambda m: console.print(m, markup=False, highlight=False))
+    names = list(result["sources"])
+    table = Table(title=f"{cfg.name}: {len(result['proxies'])} proxies, target loss")
+    for col in ("mixture", *names, "verified (2x depth)", "predicted"):
+        table.add_column(col, justify="left" if col == "mixture" else "right")
+    table.add_row("chosen", *(f"{result['chosen'][n]:.3f}" for n in names),
+                  _loss((result.get("verification") or {}).get("mixtures", {}).get("chosen", {}).get("mean")),
+                  f"{result['predicted_loss']:.4f}")
+    for p in result["proxies"]:
+        if p["kind"] == "baseline":
+            v = (result.get("verification") or {}).get("mixtures", {}).get(p["id"], {}).get("mean")
+            table.add_row(p["id"], *(f"{p['weights'][n]:.3f}" for n in names), _loss(v), "")
+    out.print(table)
+    out.print(f"mix config: {result['mix_config']}  (corpusforge mix {result['mix_config']})\n"
+              f"report: {Path(result['mix_config']).parent / 'report.html'}")
+    return EXIT_OK
+
+
+def _loss(v) -> str:
+    return f"{v:.4f}" if v is not None else "-"
 
 
 def cmd_report(args) -> int:
@@ -299,8 +332,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="port of the loopback report server the UI's report links open (default 4201)")
     sv.add_argument("--base", help="folder relative config paths are resolved against (default: here)")
     sv.set_defaults(fn=cmd_serve)
-    mx = sub.add_parser("mix", help="mix cleaned datasets into a training set (proportions, curriculum)")
-    mx.add_argument("config", help="mix YAML (see data_samples/configs/demo_mix.yaml)")
+    mx = sub.add_parser("mix", help="mix cleaned datasets into a training set (proportions, curriculum); "
+                                    "`mix search SEARCH_CONFIG` chooses the proportions with proxy models")
+    mx.add_argument("config", nargs="+", metavar="CONFIG",
+                    help="mix YAML (see data_samples/configs/demo_mix.yaml), or `search` and a search YAML "
+                         "(data_samples/configs/demo_mix_search.yaml)")
     mx.add_argument("--set", action="append", metavar="KEY=VALUE")
     mx.set_defaults(fn=cmd_mix)
     rp = sub.add_parser("report", help="write a self-contained HTML report and a JSON summary of a dataset")

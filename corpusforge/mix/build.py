@@ -26,13 +26,14 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import xxhash
 
 from corpusforge import schemas
 from corpusforge.errors import ConfigError, CorpusforgeError
 from corpusforge.io.dataset import STATS, Dataset, build_manifest, write_manifest
 from corpusforge.io.storage import Store, is_url
 from corpusforge.io.writer import ShardWriter, WriterOptions
-from corpusforge.mix.config import PRESETS, MixConfig
+from corpusforge.mix.config import PRESETS, Holdout, MixConfig
 
 HEAVY = ("text", "token_ids", "image", "points", "colors", "normals", "intensity", "meta")
 
@@ -50,7 +51,14 @@ class SourceIndex:
         return int(self.rows["units"].sum())
 
 
-def index_source(name: str, path: str, select_source: str | None) -> SourceIndex:
+def heldout_mask(ids: list[str], fraction: float, seed: int) -> np.ndarray:
+    """True for the records in the held-out part: a hash of (seed, id), so the split does not
+    depend on the shard layout or the row order and is the same in every run."""
+    scale = float(2 ** 64)
+    return np.fromiter((xxhash.xxh64_intdigest(i.encode(), seed) / scale < fraction for i in ids), bool, len(ids))
+
+
+def index_source(name: str, path: str, select_source: str | None, holdout: Holdout | None = None) -> SourceIndex:
     ds = Dataset.open(path)
     parts = []
     for i in range(len(ds.manifest["shards"])):
@@ -60,8 +68,12 @@ def index_source(name: str, path: str, select_source: str | None) -> SourceIndex
     rows = pl.concat(parts, how="diagonal_relaxed") if parts else pl.DataFrame()
     if select_source is not None:
         rows = rows.filter(pl.col("source") == select_source)
+    if holdout is not None:
+        mask = heldout_mask(rows["id"].to_list(), holdout.fraction, holdout.seed)
+        rows = rows.filter(pl.Series(mask if holdout.part == "heldout" else ~mask))
     if rows.height == 0:
-        raise ConfigError(f"sources.{name}: no rows in {path}" + (f" with source {select_source!r}" if select_source else ""))
+        raise ConfigError(f"sources.{name}: no rows in {path}" + (f" with source {select_source!r}" if select_source else "")
+                          + (f" in the {holdout.part} part of its holdout" if holdout else ""))
     if ds.schema_name == "text":
         if "n_tokens" not in rows.columns or rows["n_tokens"].null_count() == rows.height:
             raise ConfigError(f"sources.{name}: {path} has no token counts; text is mixed by tokens: run text.tokenize first")
@@ -107,7 +119,7 @@ def select(units: np.ndarray, target: float, max_epochs: float, rng: np.random.G
         order = rng.permutation(len(units))
         cum = np.cumsum(units[order])
         k = int(np.searchsorted(cum, remainder))       # the row that crosses the remainder...
-        if k < len(order) and (k == 0 or cum[k] - remainder < remainder - cum[k - 1]):
+        if k < len(order) and cum[k] - remainder < remainder - (cum[k - 1] if k else 0):
             k += 1                                       # ...is taken when that lands closer
         picks.append(order[:k])
         pass_no.append(np.full(k, full))
@@ -133,12 +145,12 @@ def window_shuffle(n: int, window: int, rng: np.random.Generator) -> np.ndarray:
     return idx
 
 
-def build(cfg: MixConfig, base: Path | None = None, log=print) -> dict:
+def build(cfg: MixConfig, base: Path | None = None, log=print, report: bool = True) -> dict:
     started = time.perf_counter()
     base = Path(base) if base else Path.cwd()
     # local paths are relative to base; object-store URLs (s3://...) are taken as they are
     resolve = lambda p: p if is_url(p) else str(Path(p) if Path(p).is_absolute() else base / p)  # noqa: E731
-    sources = {n: index_source(n, resolve(s.path), s.select_source) for n, s in cfg.sources.items()}
+    sources = {n: index_source(n, resolve(s.path), s.select_source, s.holdout) for n, s in cfg.sources.items()}
     kinds = {s.dataset.schema_name for s in sources.values()}
     if len(kinds) > 1:
         raise ConfigError(f"sources mix record kinds {sorted(kinds)}: one training set holds one kind")
@@ -258,9 +270,10 @@ def build(cfg: MixConfig, base: Path | None = None, log=print) -> dict:
              "difficulty_curve": curve, "rows": mix.height, "wall_seconds": round(time.perf_counter() - started, 3)}
     store.write_json(store.join(STATS), stats)
     write_manifest(out, manifest, store=store)
-    from corpusforge.runner import write_report
+    if report:
+        from corpusforge.runner import write_report
 
-    write_report(store.url)
+        write_report(store.url)
     for w in warnings:
         log(f"warning: {w}")
     return stats

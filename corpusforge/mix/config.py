@@ -20,12 +20,21 @@ PRESETS: dict[str, dict[str, float]] = {
 }
 
 
+class Holdout(StrictModel):
+    """A deterministic document-level split of a source (by a hash of each record's id), so that
+    an evaluation slice never reaches training: ``part: train`` mixes the rest, ``heldout`` the slice."""
+    fraction: float = Field(gt=0, lt=1, description="Share of the source's documents held out.")
+    seed: int = 0
+    part: Literal["train", "heldout"] = "train"
+
+
 class SourceConfig(StrictModel):
     path: str = Field(description="A corpusforge dataset folder.")
     weight: float | None = Field(None, ge=0, description="Target share (normalised over sources).")
     domain: str | None = Field(None, description="Domain for presets (web, books, code, ...); default: the name.")
     max_epochs: float = Field(4.0, gt=0, description="Upsampling cap: at most this many passes over the source.")
     select_source: str | None = Field(None, description="Take only rows whose `source` column has this value.")
+    holdout: Holdout | None = Field(None, description="Mix only one part of a held-out split of the source.")
 
 
 class Phase(StrictModel):

@@ -54,3 +54,33 @@ def line(values: list[float], *, width: int = 640, height: int = 180, xlabel: st
             f"<text x='{width / 2}' y='{height - 5}' text-anchor='middle' class='muted'>{escape(xlabel)}</text>"
             f"<text x='12' y='{height / 2}' class='muted' transform='rotate(-90 12 {height / 2})' "
             f"text-anchor='middle'>{escape(ylabel)}</text></svg>")
+
+
+def scatter(points: list[tuple[float, float]], *, curve: list[tuple[float, float]] | None = None,
+            marks: list[tuple[float, float, str]] | None = None, width: int = 320, height: int = 200,
+            xlabel: str = "", ylabel: str = "") -> str:
+    """Points (measured), an optional line (predicted) and labelled marks (chosen, baselines)."""
+    xs = [x for x, _ in points] + [x for x, _ in curve or []] + [m[0] for m in marks or []]
+    ys = [y for _, y in points] + [y for _, y in curve or []] + [m[1] for m in marks or []]
+    if not xs:
+        return "<p class='muted'>no values</p>"
+    x0, x1, y0, y1 = min(xs), max(xs), min(ys), max(ys)
+    sx = lambda x: 50 + (width - 60) * (x - x0) / ((x1 - x0) or 1)           # noqa: E731
+    sy = lambda y: height - 30 - (height - 50) * (y - y0) / ((y1 - y0) or 1)  # noqa: E731
+    parts = [f"<circle cx='{sx(x):.1f}' cy='{sy(y):.1f}' r='3' fill='{PALETTE[0]}' opacity='0.7'/>" for x, y in points]
+    if curve:
+        pts = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in curve)
+        parts.append(f"<polyline fill='none' stroke='{PALETTE[1]}' stroke-width='2' points='{pts}'/>")
+    for i, (x, y, label) in enumerate(marks or []):
+        c = PALETTE[(i + 2) % len(PALETTE)]
+        parts.append(f"<rect x='{sx(x) - 4:.1f}' y='{sy(y) - 4:.1f}' width='8' height='8' fill='{c}'>"
+                     f"<title>{escape(label)}</title></rect>"
+                     f"<text x='{sx(x) + 6:.1f}' y='{sy(y) - 6:.1f}' fill='{c}'>{escape(label)}</text>")
+    axis = (f"<text x='45' y='20' text-anchor='end'>{y1:.3g}</text>"
+            f"<text x='45' y='{height - 30}' text-anchor='end'>{y0:.3g}</text>"
+            f"<text x='50' y='{height - 12}'>{x0:.2g}</text>"
+            f"<text x='{width - 10}' y='{height - 12}' text-anchor='end'>{x1:.2g}</text>"
+            f"<text x='{width / 2}' y='{height - 2}' text-anchor='middle' class='muted'>{escape(xlabel)}</text>"
+            f"<text x='12' y='{height / 2}' class='muted' transform='rotate(-90 12 {height / 2})' "
+            f"text-anchor='middle'>{escape(ylabel)}</text>")
+    return f"<svg width='{width}' height='{height}' class='chart'>{''.join(parts)}{axis}</svg>"
