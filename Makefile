@@ -46,6 +46,7 @@ demo: $(STAMP)
 	$(VENV)/bin/corpusforge train-tokenizer out/demo/text --vocab-size 4000
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_tokenize.yaml -q
 	$(VENV)/bin/corpusforge mix data_samples/configs/demo_mix.yaml
+	$(VENV)/bin/corpusforge mix search data_samples/configs/demo_mix_search.yaml
 	$(VENV)/bin/corpusforge train trainer/configs/demo.yaml
 	$(VENV)/bin/corpusforge compress quantize trainer/configs/compress_demo.yaml
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_images.yaml -q
@@ -60,6 +61,7 @@ demo: $(STAMP)
 	@echo "  text:         out/demo/text/_manifest.json   (rejected rows: out/demo/text/_rejected/, stats: out/demo/text/_stats.json)"
 	@echo "  tokens:       out/demo/tokens/_manifest.json (tokenizer: out/demo/tokens/tokenizer.json)"
 	@echo "  training set: out/demo/mix/_manifest.json (mixed by token share, curriculum order)"
+	@echo "  mix search:   out/demo/mix_search/mix.yaml (weights chosen by 14 proxy models; report.html beside it)"
 	@echo "  training run: out/demo/train (metrics.jsonl, summary.json, checkpoints/, tensorboard/)"
 	@echo "  compressed:   out/demo/compress (int8 weight-only model + report.md)"
 	@echo "Reports (open in a browser, offline):"

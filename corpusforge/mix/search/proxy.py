@@ -151,8 +151,14 @@ def run_all(jobs: list[dict], workers: int, log) -> list[dict]:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
             futures = {pool.submit(run, j): j["id"] for j in todo}
             for f in as_completed(futures):
-                results[futures[f]] = f.result()
-                _say(results[futures[f]], log)
+                job = next(j for j in todo if j["id"] == futures[f])
+                try:
+                    results[job["id"]] = f.result()
+                except Exception as exc:  # noqa: BLE001 - a worker that died (killed, out of memory):
+                    # recorded for this search, not written, so a resumed search trains it again
+                    results[job["id"]] = {"id": job["id"], "kind": job["kind"], "weights": job["weights"],
+                                          "seed": job["seed"], "error": f"worker died: {type(exc).__name__}: {exc}"}
+                _say(results[job["id"]], log)
     return [results.get(j["id"]) or json.loads((Path(j["dir"]) / RESULT).read_text()) for j in jobs]
 
 
