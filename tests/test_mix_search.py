@@ -224,7 +224,10 @@ def test_a_search_end_to_end(sources, searched):
     assert "Loss landscape per source" in html and "Spearman" in html and "<svg" in html
     assert json.loads((out / "search.json").read_text())["chosen"] == result["chosen"]
     # the mix config is what corpusforge mix takes, with the holdout kept for the target sources
-    mix = yaml.safe_load((out / "mix.yaml").read_text())
+    text = (out / "mix.yaml").read_text()
+    assert text.startswith("# chosen by corpusforge mix search t (11 proxies")
+    assert "# predicted target loss at the proxies' size" in text and "# verification: chosen" in text
+    mix = yaml.safe_load(text)
     assert mix["sources"]["a"]["holdout"]["part"] == "train" and "holdout" not in mix["sources"]["c"]
     assert sum(s["weight"] for s in mix["sources"].values()) == pytest.approx(1, abs=1e-6)
     stats = build_mix(mix_config(mix))

@@ -105,7 +105,12 @@ def search(cfg: SearchConfig, base: Path | None = None, log=print) -> dict:
     # ---- outputs -----------------------------------------------------------------------------------
     mix = _mix_config(cfg, choice["named"], sources)
     mix_config(mix)                                       # what corpusforge mix will accept, checked here
-    write_bytes(out / "mix.yaml", ("# chosen by corpusforge mix search " + cfg.name + "\n"
+    header = [f"chosen by corpusforge mix search {cfg.name} ({len(measured)} proxies, {choice['model']} regression, "
+              f"cross-validated Spearman {choice['cv_best']['spearman']:.3f})",
+              f"predicted target loss at the proxies' size: {choice['predicted_loss']:.4f}"]
+    if verification:
+        header.append(verification["summary"])
+    write_bytes(out / "mix.yaml", ("".join(f"# {line}\n" for line in header)
                                    + yaml.safe_dump(mix, sort_keys=False)).encode())
     result = {"name": cfg.name, "sources": {n: {"available_tokens": available[n], "cap": cap[n]} for n in names},
               "targets": {n: {"weight": target_weights[n], "tokens": target_sizes[n]} for n in cfg.targets},
