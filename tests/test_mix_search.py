@@ -190,6 +190,25 @@ def test_config_errors_name_the_field(sources, tmp_path):
         from_dict(raw)
     with pytest.raises(ConfigError, match=r"verify\.model\.d_model"):
         from_dict(search_raw(sources, "x", verify={"model": {"d_model": "big"}}))
+    raw = search_raw(sources, "x")
+    raw["proxy"]["train"]["model"]["d_model"] = 30                   # 30 dims cannot split into 4 heads
+    raw["proxy"]["train"]["model"]["n_head"] = 4
+    with pytest.raises(ConfigError, match=r"proxy\.train\.model: d_model 30 is not divisible by n_head 4"):
+        from_dict(raw)
+    # a target slice with no documents names the target
+    raw = search_raw(sources, str(tmp_path / "empty"), holdout={"fraction": 1e-6})
+    with pytest.raises(ConfigError, match=r"targets\.a: no rows .* heldout part"):
+        search(from_dict(raw), log=lambda *_: None)
+
+
+def test_a_failed_proxy_is_trained_again_on_resume(tmp_path):
+    from corpusforge.mix.search.proxy import RESULT, measured
+
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / RESULT).write_text(json.dumps({"id": "p", "error": "RuntimeError: out of memory"}))
+    assert not measured(tmp_path / "p")
+    (tmp_path / "p" / RESULT).write_text(json.dumps({"id": "p", "target_loss": 3.0}))
+    assert measured(tmp_path / "p") and not measured(tmp_path / "missing")
 
 
 # ---- a whole search ----------------------------------------------------------------------------------

@@ -20,25 +20,31 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from corpusforge.config_base import StrictModel
 
 
 class ModelConfig(StrictModel):
-    vocab_size: int = 0              # 0: taken from the dataset's tokenizer
-    n_layer: int = 4
-    n_head: int = 4
-    d_model: int = 128
+    vocab_size: int = Field(0, ge=0)  # 0: taken from the dataset's tokenizer
+    n_layer: int = Field(4, ge=1)
+    n_head: int = Field(4, ge=1)
+    d_model: int = Field(128, ge=1)
     seq_len: int = Field(64, ge=1)
-    mlp_ratio: int = 4
+    mlp_ratio: int = Field(4, ge=1)
     norm: Literal["rmsnorm", "layernorm"] = "rmsnorm"
     pos: Literal["rope", "learned"] = "rope"
     tie_embeddings: bool = False
-    dropout: float = 0.0
+    dropout: float = Field(0.0, ge=0, lt=1)
     bias: bool = False
     rope_theta: float = 10_000.0
     loss_chunks: int = Field(1, ge=1)  # >1: the output projection and loss in this many slices of tokens
+
+    @model_validator(mode="after")
+    def _heads(self) -> "ModelConfig":
+        if self.d_model % self.n_head:
+            raise ValueError(f"d_model {self.d_model} is not divisible by n_head {self.n_head}")
+        return self
 
 
 def make_norm(cfg: ModelConfig) -> nn.Module:

@@ -58,7 +58,10 @@ def heldout_mask(ids: list[str], fraction: float, seed: int) -> np.ndarray:
     return np.fromiter((xxhash.xxh64_intdigest(i.encode(), seed) / scale < fraction for i in ids), bool, len(ids))
 
 
-def index_source(name: str, path: str, select_source: str | None, holdout: Holdout | None = None) -> SourceIndex:
+def index_source(name: str, path: str, select_source: str | None, holdout: Holdout | None = None,
+                 field: str | None = None) -> SourceIndex:
+    """The light columns of one source's rows; errors name ``field`` (default: sources.NAME)."""
+    field = field or f"sources.{name}"
     ds = Dataset.open(path)
     parts = []
     for i in range(len(ds.manifest["shards"])):
@@ -72,11 +75,11 @@ def index_source(name: str, path: str, select_source: str | None, holdout: Holdo
         mask = heldout_mask(rows["id"].to_list(), holdout.fraction, holdout.seed)
         rows = rows.filter(pl.Series(mask if holdout.part == "heldout" else ~mask))
     if rows.height == 0:
-        raise ConfigError(f"sources.{name}: no rows in {path}" + (f" with source {select_source!r}" if select_source else "")
+        raise ConfigError(f"{field}: no rows in {path}" + (f" with source {select_source!r}" if select_source else "")
                           + (f" in the {holdout.part} part of its holdout" if holdout else ""))
     if ds.schema_name == "text":
         if "n_tokens" not in rows.columns or rows["n_tokens"].null_count() == rows.height:
-            raise ConfigError(f"sources.{name}: {path} has no token counts; text is mixed by tokens: run text.tokenize first")
+            raise ConfigError(f"{field}: {path} has no token counts; text is mixed by tokens: run text.tokenize first")
         rows = rows.with_columns(pl.col("n_tokens").fill_null(0).alias("units"))
         unit = "tokens"
     else:

@@ -4,7 +4,7 @@ exactly its token budget (``corpusforge train``), and measure its loss on every 
 Every proxy of a round has the same model, schedule, seed and token budget: only the mixture
 differs, so differences in loss are the mixture's. A proxy's ``result.json`` is written last and
 atomically: a search that is killed and started again keeps every finished proxy and trains the
-unfinished one again from the start (its folder is cleared first).
+unfinished or failed ones again from the start (their folders are cleared first).
 """
 
 from __future__ import annotations
@@ -56,13 +56,19 @@ def target_loss(model, tokens: np.ndarray, seq_len: int, batch_size: int, device
     return total / n
 
 
+def measured(folder: Path) -> bool:
+    """A proxy whose result was written without an error: kept by a resumed search."""
+    path = folder / RESULT
+    return path.exists() and "error" not in json.loads(path.read_text())
+
+
 def run(job: dict) -> dict:
     """Train and evaluate one proxy (in this process); returns and writes its result. Errors are
     a result too (``error``), so one bad proxy does not end the search."""
     out = Path(job["dir"])
-    if (out / RESULT).exists():
+    if measured(out):
         return json.loads((out / RESULT).read_text())
-    if out.exists():                       # a proxy that was killed half-way: start it again
+    if out.exists():                       # killed half-way, or failed last time: start it again
         shutil.rmtree(out)
     out.mkdir(parents=True)
     threads = torch.get_num_threads()
@@ -75,7 +81,7 @@ def run(job: dict) -> dict:
         result = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
     finally:
         torch.set_num_threads(threads)
-    result.update(id=job["id"], kind=job["kind"], weights=job["weights"], seed=job["seed"],
+    result.update(id=job["id"], mixture=job["mixture"], kind=job["kind"], weights=job["weights"], seed=job["seed"],
                   wall_seconds=round(time.perf_counter() - started, 2))
     write_json(out / RESULT, result)
     return result
@@ -84,7 +90,8 @@ def run(job: dict) -> dict:
 def _train_and_measure(job: dict, out: Path) -> dict:
     from corpusforge.mix.build import build as build_mix
     from corpusforge.mix.config import from_dict as mix_config
-    from corpusforge.trainer.config import load as train_config
+    from corpusforge.config_base import validate
+    from corpusforge.trainer.config import TrainConfig
     from corpusforge.trainer.device import available_accelerators, choose_device_type
     from corpusforge.trainer.model import GPT
     from corpusforge.trainer.train import train
@@ -96,7 +103,7 @@ def _train_and_measure(job: dict, out: Path) -> dict:
         overrides["model"] = {**job["train"].get("model", {}), **job["model"]}
     if job.get("steps"):
         overrides["steps"] = job["steps"]
-    tcfg = train_config(None, {k: v for k, v in _flatten(overrides).items()})
+    tcfg = validate(TrainConfig, overrides, "proxy.train")
     tokens = tcfg.steps * tcfg.batch_size * tcfg.grad_accum * tcfg.model.seq_len
     # enough rows for one pass of the run (packing drops a window at the end of the stream)
     budget = tokens + 2 * tcfg.model.seq_len + 1
@@ -121,22 +128,10 @@ def _train_and_measure(job: dict, out: Path) -> dict:
             "mix_warnings": stats["mixture"]["warnings"]}
 
 
-def _flatten(d: dict, prefix: str = "") -> dict:
-    """Nested overrides as the dotted keys that ``read_yaml``'s overrides take."""
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict) and v:
-            out.update(_flatten(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
 def run_all(jobs: list[dict], workers: int, log) -> list[dict]:
     """Every job, finished ones read back; ``workers`` > 1 trains that many proxies at once in
     separate processes (spawned: torch and fork do not mix)."""
-    todo = [j for j in jobs if not (Path(j["dir"]) / RESULT).exists()]
+    todo = [j for j in jobs if not measured(Path(j["dir"]))]
     if len(todo) < len(jobs):
         log(f"  {len(jobs) - len(todo)} of {len(jobs)} proxies already measured (resumed)")
     results = {}
@@ -149,14 +144,15 @@ def run_all(jobs: list[dict], workers: int, log) -> list[dict]:
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = {pool.submit(run, j): j["id"] for j in todo}
+            futures = {pool.submit(run, j): j for j in todo}
             for f in as_completed(futures):
-                job = next(j for j in todo if j["id"] == futures[f])
+                job = futures[f]
                 try:
                     results[job["id"]] = f.result()
                 except Exception as exc:  # noqa: BLE001 - a worker that died (killed, out of memory):
                     # recorded for this search, not written, so a resumed search trains it again
-                    results[job["id"]] = {"id": job["id"], "kind": job["kind"], "weights": job["weights"],
+                    results[job["id"]] = {"id": job["id"], "mixture": job["mixture"], "kind": job["kind"],
+                                          "weights": job["weights"],
                                           "seed": job["seed"], "error": f"worker died: {type(exc).__name__}: {exc}"}
                 _say(results[job["id"]], log)
     return [results.get(j["id"]) or json.loads((Path(j["dir"]) / RESULT).read_text()) for j in jobs]

@@ -68,7 +68,7 @@ def search(cfg: SearchConfig, base: Path | None = None, log=print) -> dict:
 
     def jobs(mixtures: list[dict], seed: int = 0, model: dict | None = None, steps: int | None = None,
              folder: str = "proxies") -> list[dict]:
-        return [{"id": m["id"] + (f"-s{seed}" if folder != "proxies" else ""), "kind": m["kind"],
+        return [{"id": m["id"] + (f"-s{seed}" if folder != "proxies" else ""), "mixture": m["id"], "kind": m["kind"],
                  "weights": m["weights"], "seed": seed, "dir": str(out / folder / (m["id"] + f"-s{seed}")),
                  "sources": sources, "train": cfg.proxy.train, "model": model, "steps": steps, "targets": targets,
                  "target_weights": target_weights, "threads": cfg.parallel.threads} for m in mixtures]
@@ -144,10 +144,10 @@ def _write_targets(cfg, out: Path, resolve, holdout: dict, index: dict) -> tuple
     for name, t in cfg.targets.items():
         if t.source is not None:
             s = cfg.sources[t.source]
-            idx = index_source(f"targets.{name}", resolve(s.path), s.select_source,
-                               holdout[t.source].model_copy(update={"part": "heldout"}))
+            idx = index_source(name, resolve(s.path), s.select_source,
+                               holdout[t.source].model_copy(update={"part": "heldout"}), field=f"targets.{name}")
         else:
-            idx = index_source(f"targets.{name}", resolve(t.path), t.select_source)
+            idx = index_source(name, resolve(t.path), t.select_source, field=f"targets.{name}")
         tokenizers.add(idx.dataset.artifact_bytes("tokenizer"))
         path = out / "targets" / f"{name}.npy"
         if not path.exists():
@@ -184,7 +184,7 @@ def _verdict(results: list[dict], mixtures: list[dict]) -> dict:
     by = {}
     for r in results:
         if "error" not in r:
-            by.setdefault(r["id"].rsplit("-s", 1)[0], []).append(r["target_loss"])
+            by.setdefault(r["mixture"], []).append(r["target_loss"])
     rows = {m["id"]: {"losses": by.get(m["id"], []), "mean": float(np.mean(by[m["id"]])) if by.get(m["id"]) else None,
                       "spread": float(np.ptp(by[m["id"]])) if by.get(m["id"]) else None, "weights": m["weights"]}
             for m in mixtures}
