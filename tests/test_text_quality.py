@@ -61,6 +61,40 @@ def test_gopher_rules(text, reason):
     assert reasons([text], "en", fineweb=None, repetition=None) == [reason]
 
 
+def test_english_words_are_whitespace_words_hand_checked():
+    # 12 whitespace words; "-" has no letter or digit. Checked by hand:
+    # words (letter/digit): 11; lengths without edge punctuation: The 3, price 5, is 2, $19.00 6,
+    # for 3, 3.5 3, kg 2, see 3, report.pdf 10, the 3, end 3 -> 43 / 11; words with a letter:
+    # 9 of 12 ("$19.00", "3.5", "-" have none); stop words: "The", "the" -> 2
+    text = "The price is $19.00 for 3.5 kg, see report.pdf - the end."
+    res, _ = run([text], "en", fineweb=None, repetition=None, gopher={"min_words": 1})
+    row = (res.kept.to_pylist() + res.rejected.to_pylist())[0]
+    assert row["score_gopher_words"] == 11
+    assert row["score_gopher_avg_word_length"] == pytest.approx(43 / 11)
+    assert row["score_gopher_alpha_ratio"] == pytest.approx(9 / 12)
+    assert row["score_gopher_stop_words"] == 2
+
+
+def test_numbers_and_prices_do_not_fail_english_alpha_ratio():
+    # A price list in prose: a word tokenizer splits "$19.00" into 3 letterless tokens and counts
+    # every comma; as whitespace words, 6 of 39 have no letter (0.85 >= 0.8), so the page is kept.
+    text = ("The shop sells apples at $2.50 a pound, pears at $3.10, and plums at $4.25 this week. "
+            "Delivery costs $5.00 within the city, and orders over $40.00 ship free of charge to the "
+            "door, the owner said on 12.03.")
+    res, _ = run([text], "en", fineweb=None, repetition=None, gopher={"min_words": 1})
+    row = (res.kept.to_pylist() + res.rejected.to_pylist())[0]
+    assert row["score_gopher_alpha_ratio"] == pytest.approx(33 / 39)
+    assert res.kept.num_rows == 1, res.rejected.column("reject_detail").to_pylist()
+
+
+def test_chinese_keeps_character_tokens_and_non_punctuation_alpha_ratio():
+    # 价 格 是 19.00 元 ， 见 报 告 。: 10 tokens, 2 punctuation; 7 of the 8 others are letters
+    res, _ = run(["价格是19.00元，见报告。"], "zh", fineweb=None, repetition=None, gopher={"min_words": 1})
+    row = (res.kept.to_pylist() + res.rejected.to_pylist())[0]
+    assert row["score_gopher_words"] == 8
+    assert row["score_gopher_alpha_ratio"] == pytest.approx(7 / 8)
+
+
 def test_gopher_stop_words_in_chinese():
     no_stop = "国家统计局数据显示工业增加值同比增长百分之七经济运行总体平稳结构调整稳步推进消费市场保持较快增长居民收入继续提高就业形势基本稳定"
     assert reasons([no_stop], "zh", fineweb=None, repetition=None) == ["gopher.stop_words"]

@@ -4,11 +4,12 @@ Documents are tokenized once per batch by one polars regex kernel (Rust), then f
 every token (or line) becomes one element of a flat Series with the index of its document,
 so per-document statistics are ``np.bincount`` over the flat arrays instead of Python loops.
 
-Tokens are CJK-aware: each Han, Hiragana or Katakana character is a token of its own (Chinese
-and Japanese have no spaces; one character is the unit that length and repetition rules can
-use without a segmenter), runs of letters/digits are words, runs of other non-space
-characters are symbol tokens. English text therefore gets words and punctuation much like a
-word tokenizer; Chinese text gets one token per character.
+Tokens are the rules' words. For alphabetic scripts a word is a whitespace-separated word, as
+Gopher (Rae et al. 2021) and C4 define it: "3.5", "$19.00", "file.pdf" and "end." are one word
+each, and a lone "-" or "|" is a word without a letter. For CJK text each Han, Hiragana or
+Katakana character is a token of its own (Chinese and Japanese have no spaces; one character
+is the unit that length and repetition rules can use without a segmenter), and runs of other
+non-space characters between them (digits, Latin names, punctuation) are tokens too.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from corpusforge.text.langid import CJK_LANGS, LangIdConfig, script_detect
 
 CJK_CHAR = r"[\p{Han}\p{Hiragana}\p{Katakana}]"
 WORD_CHAR = r"[[\p{L}\p{N}\p{M}]--[\p{Han}\p{Hiragana}\p{Katakana}]]"   # Rust regex class subtraction
-TOKEN = CJK_CHAR + "|" + WORD_CHAR + r"+(?:['’]" + WORD_CHAR + r"+)*|[^\s\p{L}\p{N}\p{M}]+"
+TOKEN = CJK_CHAR + r"|[^\s\p{Han}\p{Hiragana}\p{Katakana}]+"     # whitespace words; CJK characters apart
+EDGE_PUNCT = r"^\p{P}+|\p{P}+$"
 
 # Sentence-ending punctuation, Latin and CJK (full-width forms survive NFC; NFKC maps them to ASCII).
 TERMINAL = ".!?\"'。！？…」』”’）)"
@@ -113,8 +115,15 @@ class TextFeatures:
 
     @cached_property
     def token_is_word(self) -> np.ndarray:
-        """Token has a letter or digit (not only punctuation/symbols)."""
+        """Token has a letter or digit: a "non-symbol word" (datatrove's term); "-", "|", "..." are not."""
         return self.tokens.values.str.contains(r"[\p{L}\p{N}]").to_numpy()
+
+    @cached_property
+    def token_core(self) -> pl.Series:
+        """Tokens without leading/trailing punctuation ("end." -> "end", '"Hello,' -> "Hello"): the
+        form whose length is a word's length and that stop-word lists match, as a word tokenizer
+        that splits punctuation off would give."""
+        return self.tokens.values.str.replace_all(EDGE_PUNCT, "")
 
     @cached_property
     def token_is_punct(self) -> np.ndarray:
@@ -133,8 +142,8 @@ class TextFeatures:
             if not docs.any() or not words:
                 continue
             # only short tokens of this language's documents can be stop words: lowercase just those
-            sub = np.flatnonzero(docs[tok.doc] & (tok.lengths <= max(len(w) for w in words)))
-            hit = tok.values.gather(sub).str.to_lowercase().is_in(words).to_numpy()
+            sub = np.flatnonzero(docs[tok.doc] & (tok.lengths <= max(len(w) for w in words) + 4))
+            hit = tok.values.gather(sub).str.replace_all(EDGE_PUNCT, "").str.to_lowercase().is_in(words).to_numpy()
             out[docs] = np.bincount(tok.doc[sub[hit]], minlength=self.n)[docs]
         return out
 

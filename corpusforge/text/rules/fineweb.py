@@ -7,7 +7,7 @@ On the non-empty lines of a document:
 | ``fineweb.line_punct_ratio`` | share of lines ending in terminal punctuation >= 0.12 | CJK terminal punctuation counts |
 | ``fineweb.short_line_ratio`` | share of lines of <= 30 characters <= 0.67 | <= 10 characters (a CJK character carries about a word) |
 | ``fineweb.char_dup_ratio`` | characters in lines seen earlier / characters (newlines excluded) <= 0.01 | same |
-| ``fineweb.list_ratio`` | newlines per word <= 0.3 | a CJK character is a word |
+| ``fineweb.list_ratio`` | newlines per word (whitespace words with a letter or digit) <= 0.3 | a CJK character is a word |
 """
 
 from __future__ import annotations

@@ -2,17 +2,23 @@
 
 Defaults follow the paper and datatrove's ``GopherQualityFilter``.
 
+A word, for alphabetic scripts, is a whitespace-separated word, as in the paper: "3.5",
+"$19.00", "report.pdf" and "end." are one word each; a lone "-", "|" or "..." is a word made of
+symbols only. datatrove instead splits with a word tokenizer, which makes "$19.00" three
+tokens and every comma and full stop a token of its own (so punctuation lowers its alphabetic
+share). For CJK text a word is one Han/kana character (see ``features``).
+
 Rules, in order (the first failing one is the reason):
 
 | reason | rule (default) | CJK form |
 |---|---|---|
-| ``gopher.short_doc`` / ``long_doc`` | words (tokens with a letter or digit) within [50, 100000] | a CJK character counts as a word |
-| ``gopher.avg_word_length`` | mean word length within [3, 10] characters | not applied (one character per token) |
-| ``gopher.hash_ratio`` / ``ellipsis_ratio`` | ``#`` per token, and ``...``/``…`` runs per token, <= 0.1 | same (``……`` is one ellipsis) |
-| ``gopher.bullet_lines`` | share of lines starting with a bullet <= 0.9 | same |
+| ``gopher.short_doc`` / ``long_doc`` | words with a letter or digit within [50, 100000] | a CJK character counts as a word |
+| ``gopher.avg_word_length`` | mean length of those words, leading/trailing punctuation not counted ("end." is 3), within [3, 10] | not applied (one character per token) |
+| ``gopher.hash_ratio`` / ``ellipsis_ratio`` | ``#`` per word, and ``...``/``…`` runs per word, <= 0.1 | per token (``……`` is one ellipsis) |
+| ``gopher.bullet_lines`` | share of lines starting with a bullet (``•`` ``-`` ``*`` ``·`` ``▪`` ...) <= 0.9 | same |
 | ``gopher.ellipsis_lines`` | share of lines ending with an ellipsis <= 0.3 | same |
-| ``gopher.alpha_words`` | share of tokens with a letter >= 0.8 | Han/kana characters are letters; share of non-punctuation tokens |
-| ``gopher.stop_words`` | at least 2 stop words | per-language lists (built in: en, zh, ja); languages without a list skip the rule |
+| ``gopher.alpha_words`` | share of words with at least one letter >= 0.8 (all words in the denominator) | Han/kana characters are letters; share of non-punctuation tokens |
+| ``gopher.stop_words`` | at least 2 stop words (``the be to of and that have with``), matched lowercased without surrounding punctuation | per-language lists (built in: en, zh, ja); languages without a list skip the rule |
 
 Scores written (by the ``text.quality`` stage): ``score_gopher_words``, ``score_gopher_avg_word_length``, ``score_gopher_symbol_ratio``,
 ``score_gopher_bullet_ratio``, ``score_gopher_ellipsis_line_ratio``, ``score_gopher_alpha_ratio``,
@@ -55,7 +61,8 @@ class GopherQuality(StageConfig):
         tok = f.tokens
         n_tokens = tok.count()
         words = tok.count(f.token_is_word)
-        avg_len = ratio(tok.total(tok.lengths.astype(np.float64), f.token_is_word), words)
+        core_len = f.token_core.str.len_chars().to_numpy().astype(np.float64)
+        avg_len = ratio(tok.total(core_len, f.token_is_word), words)
         hashes = f.text.str.count_matches("#").to_numpy()
         ellipses = f.text.str.count_matches(r"\.\.\.|…+").to_numpy()
         hash_ratio, ellipsis_ratio = ratio(hashes, n_tokens), ratio(ellipses, n_tokens)
@@ -63,8 +70,9 @@ class GopherQuality(StageConfig):
         n_lines = lines.count()
         bullet_ratio = ratio(lines.count(lines.values.str.contains(BULLET).to_numpy()), n_lines)
         ellipsis_lines = ratio(lines.count(lines.values.str.contains(ELLIPSIS_END).to_numpy()), n_lines)
-        # CJK: a character is a token, so punctuation is several times denser per token than
-        # in English; measure the share over non-punctuation tokens (digits, symbols still count)
+        # Alphabetic scripts: all whitespace words are the denominator (punctuation rides on its
+        # word). CJK: a character is a token, so punctuation stands alone and is several times
+        # denser per token than in English; measure the share over non-punctuation tokens
         alpha_den = np.where(f.cjk, n_tokens - tok.count(f.token_is_punct), n_tokens) if f.cjk.any() else n_tokens
         alpha_ratio = ratio(tok.count(f.token_has_alpha), alpha_den)
         stop = f.stop_word_counts(c.stop_words) if c.min_stop_words is not None else np.full(f.n, -1)
