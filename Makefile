@@ -39,9 +39,6 @@ sysdeps:
 
 demo: $(STAMP)
 	@rm -rf out/demo
-	$(VENV)/bin/corpusforge train-classifier --positive data_samples/text/books data_samples/text/news_zh.jsonl.gz \
-		--text-field content --negative data_samples/text/junk_for_classifier.txt \
-		--out out/demo/quality_model.npz --min-chars 10 --log2-dims 16
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_text.yaml
 	$(VENV)/bin/corpusforge train-tokenizer out/demo/text --vocab-size 4000
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_tokenize.yaml -q

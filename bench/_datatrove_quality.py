@@ -15,14 +15,20 @@ for f in filters:            # warm up tokenizers/models outside the timing
 reasons = Counter()
 start = time.perf_counter()
 kept = 0
+decisions = []              # per document: kept by all three filters
 for doc in docs:
     for f in filters:
         r = f.filter(doc)
         ok, why = (r, None) if isinstance(r, bool) else r
         if not ok:
             reasons[f"{f.name}:{why}"] += 1
+            decisions.append(False)
             break
     else:
         kept += 1
+        decisions.append(True)
 seconds = time.perf_counter() - start
-print(json.dumps({"seconds": seconds, "kept": kept, "docs": len(docs), "reasons": reasons}))
+out = {"seconds": seconds, "kept": kept, "docs": len(docs), "reasons": reasons}
+if "--decisions" in sys.argv:
+    out["decisions"] = decisions
+print(json.dumps(out))

@@ -184,16 +184,12 @@ def test_missing_input_is_config_error(tmp_path):
 
 def test_demo_text_config_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
-    from corpusforge.cli import main as cli
-
-    assert cli(["train-classifier", "--positive", "data_samples/text/books", "data_samples/text/news_zh.jsonl.gz",
-                "--text-field", "content", "--negative", "data_samples/text/junk_for_classifier.txt",
-                "--out", str(tmp_path / "q.npz"), "--min-chars", "10", "--log2-dims", "16"]) == 0
-    cfg = load_config(SAMPLES / "configs" / "demo_text.yaml",
-                      {"output.path": str(tmp_path / "demo"), "stages.5.model": str(tmp_path / "q.npz")})
-    s = runner.run(cfg)
+    cfg = load_config(SAMPLES / "configs" / "demo_text.yaml", {"output.path": str(tmp_path / "demo")})
+    s = runner.run(cfg)          # the shipped classifiers (model: auto)
     t = s.stats["totals"]
-    assert t["accounting_ok"] and t["kept"] > 200
+    assert t["accounting_ok"] and t["kept"] > 80
+    clf = s.stats["stages"]["05:text.quality_classifier"]
+    assert clf["kept"] > 80 and clf["rejected"] > 50     # the demo's template-made English reads as junk to it
     read = s.stats["read"]["rejected_by_reason"]
     assert read["invalid_json"] == 1 and read["invalid_utf8"] == 2 and read["empty_file"] == 1
     stages = s.stats["stages"]

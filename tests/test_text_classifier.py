@@ -101,3 +101,47 @@ def test_a_classifier_that_keeps_all_or_none_is_warned_about(tmp_path):
     cfg_path.write_text(yaml.safe_dump(cfg))
     r = subprocess.run([sys.executable, "-m", "corpusforge", "run", str(cfg_path), "-q"], capture_output=True, text=True)
     assert r.returncode == 0 and "warning: 00:text.quality_classifier kept 60 of 60" in r.stderr
+
+
+def _labelled(lang: str, split: str):
+    import gzip
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "data" / "quality" / f"{lang}.jsonl.gz"
+    rows = [json.loads(line) for line in gzip.open(path, "rt", encoding="utf-8")]
+    return [r for r in rows if r["split"] == split]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_shipped_models_load_and_decide_the_held_out_test_split(lang):
+    rows = _labelled(lang, "test")
+    t = pa.table({"text": [r["text"] for r in rows], "lang": pa.nulls(len(rows), pa.string()),
+                  "label": [r["label"] for r in rows]})
+    stage = QualityClassifier(QualityClassifier.Config(model=lang))
+    res = stage.process(t, StageStats())
+    model = stage._models()[lang]
+    assert 0.2 < model.meta["threshold"] < 0.95 and model.meta["language"] == lang
+    kept, dropped = res.kept.column("label").to_numpy(), res.rejected.column("label").to_numpy()
+    accuracy = (kept.sum() + (dropped == 0).sum()) / len(rows)
+    assert accuracy >= 0.9, accuracy
+    assert set(res.rejected.column("reject_detail").to_pylist()[:1][0].split()[-1:]) == {f"{model.meta['threshold']:.3f}"}
+
+
+def test_auto_scores_chinese_with_the_zh_model_and_the_rest_with_en():
+    en = _labelled("en", "test")
+    zh = _labelled("zh", "test")
+    texts = [r["text"] for r in en[:40] + zh[:40]]
+    t = pa.table({"text": texts, "lang": pa.nulls(len(texts), pa.string())})
+    auto = QualityClassifier(QualityClassifier.Config()).process(t, StageStats())
+    scores = {r["text"]: r["score_quality_classifier"] for r in auto.kept.to_pylist() + auto.rejected.to_pylist()}
+    for lang, part in (("en", texts[:40]), ("zh", texts[40:])):
+        one = QualityClassifier(QualityClassifier.Config(model=lang)).process(
+            pa.table({"text": part, "lang": pa.nulls(len(part), pa.string())}), StageStats())
+        for r in one.kept.to_pylist() + one.rejected.to_pylist():
+            assert scores[r["text"]] == pytest.approx(r["score_quality_classifier"])
+
+
+def test_unknown_model_name_is_a_config_error_naming_the_field():
+    with pytest.raises(Exception, match="model"):
+        QualityClassifier.Config(model="english")

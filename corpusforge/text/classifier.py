@@ -13,6 +13,13 @@ hashed n-gram features and a linear classifier.
 
 The stage ``text.quality_classifier`` writes ``score_quality_classifier`` (probability of
 "curated") and rejects documents under ``threshold`` as ``classifier.low_score``.
+
+Two models ship inside the package (``corpusforge/text/models/``, sources in SOURCES.md there):
+``en`` and ``zh``, trained on real curated text (Wikipedia, news bodies, speeches) against real
+web-page text (navigation, teasers, footers, boilerplate-dominated pages) by
+``python bench/train_quality_models.py``, which also measures them against fastText. Each file
+carries the threshold calibrated on its development set. ``model: auto`` (the default) scores
+Chinese and Japanese documents with ``zh`` and the rest with ``en``.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pyarrow as pa
-from pydantic import Field
+from pydantic import Field, field_validator
 from scipy import sparse
 
 from corpusforge.errors import ConfigError
@@ -33,6 +40,8 @@ from corpusforge.text.features import CJK_CHAR, Flat, is_cjk, languages
 from corpusforge.text.minhash import FNV, WORD, mix64
 
 FORMAT = "corpusforge.quality_classifier/1"
+MODELS = Path(__file__).resolve().parent / "models"
+SHIPPED = {"en": MODELS / "quality_en.npz", "zh": MODELS / "quality_zh.npz"}
 
 
 @dataclass
@@ -153,8 +162,18 @@ def train(positive: list[str], negative: list[str], *, dims: int = 1 << 20, l2: 
 
 
 class ClassifierConfig(StageConfig):
-    model: str = Field(description="Path of a model file from `corpusforge train-classifier`.")
-    threshold: float = Field(0.5, ge=0, le=1, description="Reject documents scoring below this.")
+    model: str = Field("auto", description="'auto' (zh model for Chinese/Japanese, en for the rest), 'en', "
+                                           "'zh', or the path of a model from `corpusforge train-classifier`.")
+    threshold: float | None = Field(None, ge=0, le=1, description="Reject documents scoring below this "
+                                    "(default: the threshold calibrated into the model, else 0.5).")
+
+    @field_validator("model")
+    @classmethod
+    def _model_exists(cls, v: str) -> str:
+        if v not in ("auto", *SHIPPED) and not Path(v).exists():
+            raise ValueError(f"no model file {v!r} (use 'auto', 'en', 'zh' or a file from "
+                             f"`corpusforge train-classifier`)")
+        return v
 
 
 class QualityClassifier(Stage):
@@ -165,13 +184,30 @@ class QualityClassifier(Stage):
     def output_columns(self) -> dict[str, pa.DataType]:
         return {"score_quality_classifier": pa.float64()}
 
+    def _models(self) -> dict[str, QualityModel]:
+        if getattr(self, "_loaded", None) is None:
+            names = {"auto": ("en", "zh")}.get(self.config.model, (self.config.model,))
+            self._loaded = {n: QualityModel.load(SHIPPED.get(n, n)) for n in names}
+        return self._loaded
+
     def process(self, table: pa.Table, stats: StageStats) -> StageResult:
-        if getattr(self, "_model", None) is None:
-            self._model = QualityModel.load(self.config.model)
+        models = self._models()
         texts = pl.Series("t", table.column("text").combine_chunks(), pl.String)
-        score = self._model.predict(texts, is_cjk(languages(table)))
+        cjk = is_cjk(languages(table))
+        score = np.zeros(table.num_rows)
+        threshold = np.zeros(table.num_rows)
+        if len(models) == 1:
+            parts = [(next(iter(models.values())), np.ones(table.num_rows, bool))]
+        else:   # auto: CJK documents to the zh model, the rest to the en model
+            parts = [(models["zh"], cjk), (models["en"], ~cjk)]
+        for model, rows in parts:
+            if rows.any():
+                idx = np.flatnonzero(rows)
+                score[idx] = model.predict(texts.gather(idx), cjk[idx])
+                threshold[idx] = self.config.threshold if self.config.threshold is not None \
+                    else model.meta.get("threshold", 0.5)
         table = table.append_column("score_quality_classifier", pa.array(score, pa.float64()))
-        low = score < self.config.threshold
+        low = score < threshold
         reason = np.where(low, "classifier.low_score", None)
-        detail = [f"score {s:.3f} < {self.config.threshold}" if b else None for s, b in zip(score, low)]
+        detail = [f"score {s:.3f} < {t:.3f}" if b else None for s, t, b in zip(score, threshold, low)]
         return split(table, pa.array(reason, pa.string()), pa.array(detail, pa.string()), stats)
