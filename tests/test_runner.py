@@ -184,12 +184,14 @@ def test_missing_input_is_config_error(tmp_path):
 
 def test_demo_text_config_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
-    cfg = load_config(SAMPLES / "configs" / "demo_text.yaml", {"output.path": str(tmp_path / "demo")})
-    s = runner.run(cfg)          # the shipped classifiers (model: auto)
+    # the shipped classifiers (model: auto) read the demo's template-made English as junk and drop
+    # most of it (tests/test_text_classifier.py measures them on real text); threshold 0 here lets
+    # the planted duplicates reach the dedup stages this test checks
+    cfg = load_config(SAMPLES / "configs" / "demo_text.yaml",
+                      {"output.path": str(tmp_path / "demo"), "stages.5.threshold": 0.0})
+    s = runner.run(cfg)
     t = s.stats["totals"]
-    assert t["accounting_ok"] and t["kept"] > 80
-    clf = s.stats["stages"]["05:text.quality_classifier"]
-    assert clf["kept"] > 80 and clf["rejected"] > 50     # the demo's template-made English reads as junk to it
+    assert t["accounting_ok"] and t["kept"] > 200
     read = s.stats["read"]["rejected_by_reason"]
     assert read["invalid_json"] == 1 and read["invalid_utf8"] == 2 and read["empty_file"] == 1
     stages = s.stats["stages"]
