@@ -9,7 +9,6 @@ import pyarrow as pa
 import pytest
 
 from conftest import shared
-from corpusforge.errors import ConfigError
 from corpusforge.stage import StageStats
 from corpusforge.text.langid import LangId, LangIdConfig, lingua_detect, script_detect
 

@@ -47,7 +47,10 @@ def test_train_save_load_apply_round_trip(tmp_path):
 
 
 def test_missing_or_wrong_model_file_is_a_clear_error(tmp_path):
-    stage = QualityClassifier(QualityClassifier.Config(model=str(tmp_path / "nope.npz")))
+    with pytest.raises(Exception, match="model.*train-classifier"):      # at config time, naming the field
+        QualityClassifier.Config(model=str(tmp_path / "nope.npz"))
+    (tmp_path / "bad.npz").write_bytes(b"not a model")
+    stage = QualityClassifier(QualityClassifier.Config(model=str(tmp_path / "bad.npz")))
     with pytest.raises(ConfigError, match="train-classifier"):
         stage.process(pa.table({"text": ["x"], "lang": pa.nulls(1, pa.string())}), StageStats())
 
