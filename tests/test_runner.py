@@ -240,3 +240,11 @@ def test_every_executor_collects_alike(tmp_path):
     assert err.value.failures == {3: "RuntimeError: unit 3 broke"}
     rounds.clear()
     assert collect(0, units[:3], 2, flaky) == ["result 0", "result 1", "result 2"]
+
+
+@pytest.mark.parametrize("recipe", ["recipe_en_web", "recipe_zh_web", "recipe_books"])
+def test_quality_recipes_run_on_the_samples(recipe, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    cfg = load_config(SAMPLES / "configs" / f"{recipe}.yaml", {"output.path": str(tmp_path / "out")})
+    s = runner.run(cfg)
+    assert s.stats["totals"]["accounting_ok"] and s.stats["totals"]["kept"] > 0
