@@ -247,4 +247,11 @@ def test_quality_recipes_run_on_the_samples(recipe, tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     cfg = load_config(SAMPLES / "configs" / f"{recipe}.yaml", {"output.path": str(tmp_path / "out")})
     s = runner.run(cfg)
-    assert s.stats["totals"]["accounting_ok"] and s.stats["totals"]["kept"] > 0
+    t = s.stats["totals"]
+    assert t["accounting_ok"] and t["entered"] > 0
+    if recipe == "recipe_en_web":
+        # the samples' English is template-made: every document is rejected before the dedup
+        # stages, which then have nothing to decide (this crashed once: no fingerprint file to scan)
+        assert t["kept"] == 0 and any("rejected" in w for w in s.stats.get("warnings", []))
+    else:
+        assert t["kept"] > 0

@@ -17,7 +17,7 @@ from corpusforge.errors import AccountingError, describe
 from corpusforge.io.readers.base import ReadBatch, Reader, file_error_row, file_size, input_path
 from corpusforge.io.writer import ShardWriter
 from corpusforge.runner.plan import READ_STAGE, Plan, Unit, UnitResult
-from corpusforge.stage import REJECT_DETAIL, REJECT_STAGE, StageResult, StageStats, run_checked
+from corpusforge.stage import REJECT_DETAIL, REJECT_STAGE, StageResult, StageStats, run_checked, write_decisions
 
 
 def _coalesce(batches: Iterator[pa.Table], rows: int, nbytes: int = 64 << 20) -> Iterator[pa.Table]:
@@ -246,7 +246,12 @@ def run_resolve(plan: Plan, segment_index: int) -> dict:
         local_files = [spill_dir / f.rsplit("/", 1)[1] for f in spills]
         files = [f for f in local_files if pq.read_metadata(f).num_rows > 0]
         start = time.perf_counter()
-        seg.global_stage.resolve(files, local_work, stats)
+        if files:
+            seg.global_stage.resolve(files, local_work, stats)
+        else:   # every row was rejected before this stage: nothing to decide (and no file to scan)
+            write_decisions(local_work, pa.table({"unit": pa.array([], pa.int32()), "row": pa.array([], pa.int64()),
+                                                  "reason": pa.array([], pa.string()),
+                                                  "detail": pa.array([], pa.string())}))
         stats.seconds = time.perf_counter() - start
     out = {"counters": dict(sorted(stats.counters.items())), "seconds": round(stats.seconds, 4)}
     store.write_json(done, out)
