@@ -22,6 +22,7 @@ STAGES: dict[str, str] = {
     "text.quality_classifier": "corpusforge.text.classifier:QualityClassifier",
     "text.pii": "corpusforge.text.pii:Pii",
     "text.tokenize": "corpusforge.text.tokenize:Tokenize",
+    "text.chat_tokenize": "corpusforge.text.chat_tokenize:ChatTokenize",
     "text.augment": "corpusforge.text.augment:Augment",
     "pointcloud.denoise": "corpusforge.pointcloud.denoise:Denoise",
     "pointcloud.register": "corpusforge.pointcloud.register:Register",

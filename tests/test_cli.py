@@ -25,7 +25,7 @@ def test_run_inspect_validate(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "51 records in, 20 kept, 31 rejected" in r.stdout and "_manifest.json" in r.stdout
     r = _run("inspect", str(tmp_path / "out"), "--rows", "2")
-    assert r.returncode == 0 and "text v1.0.0" in r.stdout and "20 in 1 shard" in r.stdout and "doc 0" in r.stdout
+    assert r.returncode == 0 and "text v1.1.0" in r.stdout and "20 in 1 shard" in r.stdout and "doc 0" in r.stdout
     r = _run("inspect", str(tmp_path / "out" / "_rejected"), "--rows", "1")
     assert "reject_reason: invalid_json" in r.stdout
     r = _run("validate", str(tmp_path / "out"))

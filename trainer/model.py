@@ -61,16 +61,24 @@ def rope_tables(head_dim: int, seq_len: int, theta: float) -> torch.Tensor:
     return torch.stack([angles.cos(), angles.sin()])
 
 
-def apply_rope(x: torch.Tensor, tables: torch.Tensor) -> torch.Tensor:
+def apply_rope(x: torch.Tensor, tables: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
     """Rotate the channel pairs (2i, 2i+1) of x (B, T, H, D) by position, in x's dtype: the pairs
     are a view of x and the rotated halves are written once into the output (no float32 copy of
-    the activations and no cast back)."""
+    the activations and no cast back). ``positions`` (B, T), when given, are each token's position
+    in its own document (packed conversations restart at 0)."""
     t = x.shape[1]
-    cos = tables[0, :t, None, :].to(x.dtype)                      # (T, 1, D/2)
-    sin = tables[1, :t, None, :].to(x.dtype)
+    if positions is None:
+        cos = tables[0, :t, None, :].to(x.dtype)                  # (T, 1, D/2)
+        sin = tables[1, :t, None, :].to(x.dtype)
+    else:
+        cos = tables[0][positions][:, :, None, :].to(x.dtype)     # (B, T, 1, D/2)
+        sin = tables[1][positions][:, :, None, :].to(x.dtype)
     pairs = x.unflatten(-1, (-1, 2))                              # a view: (B, T, H, D/2, 2)
     even, odd = pairs[..., 0], pairs[..., 1]
     return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
+
+
+IGNORE = -100     # a target that is not trained on (F.cross_entropy's ignore_index)
 
 
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -91,7 +99,25 @@ def chunked_cross_entropy(h: torch.Tensor, targets: torch.Tensor, output: nn.Mod
     h, targets = h.flatten(0, 1), targets.flatten()
     total = sum(checkpoint(_loss_sum, hc, tc, output, use_reentrant=False)
                 for hc, tc in zip(h.chunk(chunks), targets.chunk(chunks)))
-    return total / targets.numel()
+    # targets of -100 (fine-tuning: untrained tokens, padding) are ignored, as F.cross_entropy does
+    return total / (targets != IGNORE).sum().clamp(min=1)
+
+
+class Documents:
+    """Where packed documents lie in a batch: ``doc`` (B, T) ids (one per document in its row, -1
+    for padding), from which each token's position in its document and the block-diagonal causal
+    attention mask (B, 1, T, T) follow. Padding attends to itself only (no row without a key)."""
+
+    def __init__(self, doc: torch.Tensor):
+        b, t = doc.shape
+        idx = torch.arange(t, device=doc.device)
+        start = torch.ones_like(doc, dtype=torch.bool)
+        start[:, 1:] = doc[:, 1:] != doc[:, :-1]
+        first = torch.cummax(torch.where(start, idx.expand(b, t), torch.zeros_like(doc)), dim=1).values
+        self.positions = idx - first
+        same = doc[:, :, None] == doc[:, None, :]
+        causal = idx[:, None] >= idx[None, :]
+        self.attention_mask = (same & causal)[:, None]
 
 
 class Attention(nn.Module):
@@ -105,15 +131,18 @@ class Attention(nn.Module):
         self.dropout = cfg.dropout
         self.rope = cfg.pos == "rope"
 
-    def forward(self, x: torch.Tensor, rope: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, rope: torch.Tensor | None, docs: "Documents | None" = None) -> torch.Tensor:
         b, t, _ = x.shape
         # -1 heads: under tensor parallelism each rank holds only its share of the heads
         q = self.wq(x).view(b, t, -1, self.head_dim)
         k = self.wk(x).view(b, t, -1, self.head_dim)
         v = self.wv(x).view(b, t, -1, self.head_dim)
         if self.rope:
-            q, k = apply_rope(q, rope), apply_rope(k, rope)
-        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
+            pos = docs.positions if docs is not None else None
+            q, k = apply_rope(q, rope, pos), apply_rope(k, rope, pos)
+        mask = docs.attention_mask if docs is not None else None
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                           attn_mask=mask, is_causal=mask is None,
                                            dropout_p=self.dropout if self.training else 0.0)
         return self.wo(y.transpose(1, 2).reshape(b, t, -1))
 
@@ -137,8 +166,10 @@ class Block(nn.Module):
         self.feed_forward = FeedForward(cfg)
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor, rope: torch.Tensor | None) -> torch.Tensor:
-        x = x + self.dropout(self.attention(self.attention_norm(x), rope))
+    def forward(self, x: torch.Tensor, rope: torch.Tensor | None, docs: "Documents | None" = None) -> torch.Tensor:
+        # docs only when given: tensor parallelism's input plan for attention names two inputs
+        h = self.attention_norm(x)
+        x = x + self.dropout(self.attention(h, rope) if docs is None else self.attention(h, rope, docs))
         return x + self.dropout(self.feed_forward(self.ffn_norm(x)))
 
 
@@ -171,15 +202,19 @@ class GPT(nn.Module):
             else:
                 nn.init.normal_(p, std=0.02)
 
-    def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, targets: torch.Tensor | None = None,
+                docs: "Documents | None" = None) -> torch.Tensor:
         """(B, T) token ids -> (B, T, vocab) logits, or with (B, T) ``targets`` the mean
-        cross-entropy. A pipeline stage without ``tok_embeddings`` takes (B, T, d_model)
-        activations instead, and one without ``output`` returns activations."""
+        cross-entropy (targets of -100 ignored). A pipeline stage without ``tok_embeddings`` takes
+        (B, T, d_model) activations instead, and one without ``output`` returns activations.
+        ``docs``: several documents packed in one sequence (fine-tuning): attention stays inside
+        each document and positions restart at each document's start."""
         h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens
         if self.pos_embeddings is not None:
-            h = h + self.pos_embeddings(torch.arange(h.shape[1], device=h.device))
+            pos = docs.positions if docs is not None else torch.arange(h.shape[1], device=h.device)
+            h = h + self.pos_embeddings(pos)
         for layer in self.layers.values():
-            h = layer(h, self.rope)
+            h = layer(h, self.rope) if docs is None else layer(h, self.rope, docs)
         h = self.norm(h) if self.norm is not None else h
         if self.output is None:
             return h

@@ -126,9 +126,9 @@ def _accelerator_only(method: str, model, cfg: CompressConfig):
     return _torchao(model, config, cfg)
 
 
-def to_nf4(model):
-    """NF4 (QLoRA): blocks of 64 weights, their absmax scales double-quantized in blocks of up to
-    256 (fewer when a layer has fewer blocks)."""
+def nf4_weight(weight: torch.Tensor, name: str) -> torch.nn.Parameter:
+    """A frozen NF4 copy of a weight (QLoRA's format): blocks of 64 weights, their absmax scales
+    double-quantized in blocks of up to 256 (fewer when a layer has fewer blocks)."""
     from math import gcd
 
     try:                                    # torchao >= 0.18
@@ -136,14 +136,18 @@ def to_nf4(model):
     except ImportError:                     # torchao <= 0.17
         from torchao.dtypes.nf4tensor import to_nf4 as nf4
 
+    n = weight.numel()
+    if n % 64:
+        raise CompressError(f"nf4: {name} has {n} weights, not a multiple of the 64-weight NF4 block")
+    return torch.nn.Parameter(nf4(weight.detach(), 64, gcd(n // 64, 256)), requires_grad=False)
+
+
+def to_nf4(model):
+    """NF4 (QLoRA) on every linear layer but a tied output."""
     keep = linear_filter(model)
     for name, mod in model.named_modules():
         if keep(mod, name):
-            n = mod.weight.numel()
-            if n % 64:
-                raise CompressError(f"nf4: {name} has {n} weights, not a multiple of the 64-weight NF4 block; "
-                                    "leave nf4 out of quantize.methods for this model")
-            mod.weight = torch.nn.Parameter(nf4(mod.weight.detach(), 64, gcd(n // 64, 256)), requires_grad=False)
+            mod.weight = nf4_weight(mod.weight, name)
     return model
 
 
