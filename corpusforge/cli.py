@@ -204,6 +204,16 @@ def cmd_train(args) -> int:
     return EXIT_OK
 
 
+def cmd_finetune(args) -> int:
+    from corpusforge.trainer.finetune.run import main as finetune_main
+
+    summary = finetune_main([args.config] + [f"--set={kv}" for kv in (args.set or [])])
+    out.print(f"{summary['method']}: {summary['trainable_params']:,} of {summary['total_params']:,} parameters "
+              f"trained ({summary['trainable_share']:.2%}); held-out loss {summary['val_loss_before']:.4f} -> "
+              f"{summary['val_loss']:.4f}" if "val_loss_before" in summary else f"{summary['method']}: done")
+    return EXIT_OK
+
+
 def cmd_compress(args) -> int:
     from corpusforge.trainer.compress.cli import main as compress_main
 
@@ -319,6 +329,11 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("config", help="trainer YAML (trainer/configs/*.yaml)")
     tr.add_argument("--set", action="append", metavar="KEY=VALUE", help="override, e.g. optim.lr=3e-4")
     tr.set_defaults(fn=cmd_train)
+    ft = sub.add_parser("finetune", help="fine-tune a trained run on conversations: full, LoRA, IA3, QLoRA "
+                        "(torchrun -m corpusforge.trainer.finetune.run for more processes)")
+    ft.add_argument("config", help="fine-tuning YAML (trainer/configs/finetune_demo.yaml)")
+    ft.add_argument("--set", action="append", metavar="KEY=VALUE", help="override, e.g. method=qlora")
+    ft.set_defaults(fn=cmd_finetune)
     cp = sub.add_parser("compress", help="quantize, prune or distill a model the trainer trained")
     cp.add_argument("method", choices=["quantize", "prune", "distill"])
     cp.add_argument("config", help="compression YAML (trainer/configs/compress_*.yaml)")

@@ -23,11 +23,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from corpusforge.errors import ConfigError
 from corpusforge.trainer.model import IGNORE
 
 
-class FinetuneDataError(ValueError):
-    """The dataset cannot be fine-tuned on; the message says why."""
+class FinetuneDataError(ConfigError):
+    """The data or the base cannot be fine-tuned on; the message names the config field."""
 
 
 @dataclass
