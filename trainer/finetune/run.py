@@ -76,7 +76,8 @@ def wrap(model: torch.nn.Module, cfg: FinetuneConfig, rt) -> torch.nn.Module:
 
 @torch.no_grad()
 def evaluate(model, rows: PackedRows, batch_size: int, batches: int, device, autocast) -> float:
-    """Mean loss over the trained targets of the first ``batches`` held-out batches."""
+    """Mean loss over the trained targets of the first ``batches`` held-out batches (global batches:
+    every rank evaluates the same rows, so the figure does not depend on the number of ranks)."""
     model.eval()
     total, count = 0.0, 0
     for start in range(0, min(len(rows), batch_size * batches), batch_size):
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> dict:
         step, history = int(saved["step"]), json.loads(saved["history"])
         torch.set_rng_state(saved["rng"])
     else:
-        history["val_loss_before"] = evaluate(net, val_rows, cfg.train.batch_size, cfg.train.eval_batches,
+        history["val_loss_before"] = evaluate(net, val_rows, cfg.train.batch_size * rt.world_size, cfg.train.eval_batches,
                                               rt.device, autocast)
     if rt.is_main:
         out.mkdir(parents=True, exist_ok=True)
@@ -210,7 +211,7 @@ def main(argv: list[str] | None = None) -> dict:
             log.write(json.dumps({"step": step, "loss": loss.item(), "lr": lr_at(step - 1, cfg)}) + "\n")
             log.flush()
         if step % cfg.train.eval_every == 0 or step == cfg.train.steps:
-            val = evaluate(net, val_rows, cfg.train.batch_size, cfg.train.eval_batches, rt.device, autocast)
+            val = evaluate(net, val_rows, cfg.train.batch_size * rt.world_size, cfg.train.eval_batches, rt.device, autocast)
             history[f"val_loss_step_{step}"] = val
         if step % cfg.train.checkpoint_every == 0 or step == cfg.train.steps:
             state = trainable_state(net)
