@@ -53,6 +53,8 @@ demo: $(STAMP)
 	$(VENV)/bin/corpusforge run data_samples/configs/demo_acquire_pointclouds.yaml -q
 	$(VENV)/bin/corpusforge validate out/demo/text
 	$(VENV)/bin/corpusforge inspect out/demo/text --rows 1
+	$(VENV)/bin/corpusforge run data_samples/configs/demo_sft.yaml -q
+	$(VENV)/bin/corpusforge finetune trainer/configs/finetune_demo.yaml
 	@echo
 	@echo "Demo output:"
 	@echo "  text:         out/demo/text/_manifest.json   (rejected rows: out/demo/text/_rejected/, stats: out/demo/text/_stats.json)"
@@ -61,6 +63,7 @@ demo: $(STAMP)
 	@echo "  mix search:   out/demo/mix_search/mix.yaml (weights chosen by 14 proxy models; report.html beside it)"
 	@echo "  training run: out/demo/train (metrics.jsonl, summary.json, checkpoints/, tensorboard/)"
 	@echo "  compressed:   out/demo/compress (int8 weight-only model + report.md)"
+	@echo "  fine-tuned:   out/demo/finetune (LoRA on the demo conversations: adapter.pt, summary.json, merged/)"
 	@echo "Reports (open in a browser, offline):"
 	@echo "  out/demo/text/_report.html  out/demo/mix/_report.html  out/demo/images/_report.html  out/demo/pointclouds/_report.html"
 	@echo "  images:       out/demo/images/_manifest.json"
