@@ -154,7 +154,10 @@ def main(argv: list[str] | None = None) -> dict:
     train_rows = PackedRows.pack(train_conv, seq_len, cfg.data.packing)
     val_rows = PackedRows.pack(val_conv, seq_len, cfg.data.packing)
     lo = cfg.lora
-    adapters.apply(model, cfg.method, lo.targets, lo.rank, lo.alpha, lo.dropout)
+    try:
+        adapters.apply(model, cfg.method, lo.targets, lo.rank, lo.alpha, lo.dropout)
+    except ValueError as exc:          # e.g. qlora on a layer that is not a whole number of NF4 blocks
+        raise FinetuneDataError(f"method: {cfg.method}: {exc}") from None
     model.to(rt.device)
     n_total = sum(p.numel() for p in model.parameters())
     n_train = sum(p.numel() for p in model.parameters() if p.requires_grad)
