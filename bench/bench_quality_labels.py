@@ -40,6 +40,7 @@ import yaml  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 DATA = ROOT / "bench" / "data" / "quality"
 CONFIGS = ROOT / "data_samples" / "configs"
 SHARED = ROOT.parent / "shared" / "data" / "text"
@@ -49,6 +50,7 @@ QUALITY_STAGES = {"text.normalize", "text.langid", "text.quality", "text.quality
 
 from corpusforge.registry import stage_class  # noqa: E402
 from corpusforge.stage import StageStats  # noqa: E402
+from train_quality_models import best_threshold  # noqa: E402
 
 
 def stages_of(recipe: str, **override) -> list:
@@ -99,13 +101,6 @@ def datatrove(texts: list[str]) -> tuple[np.ndarray, float]:
     return np.array(r["decisions"]), r["seconds"]
 
 
-def calibrate(rules_keep: np.ndarray, score: np.ndarray, y: np.ndarray) -> float:
-    cuts = np.unique(np.r_[score[~np.isnan(score)], 0.0])
-    acc = [((rules_keep & (score >= c)) == (y == 1)).mean() for c in cuts]
-    i = int(np.argmax(acc))
-    return float(round((cuts[i] + (cuts[i + 1] if i + 1 < len(cuts) else 1.0)) / 2, 3))
-
-
 def language(lang: str, results: dict) -> None:
     rows = [json.loads(line) for line in gzip.open(DATA / f"{lang}.jsonl.gz", "rt", encoding="utf-8")]
     recipe = f"recipe_{lang}_web.yaml"
@@ -119,7 +114,7 @@ def language(lang: str, results: dict) -> None:
         rk, _ = run(rules, texts)
         ck, score = run(alone, texts)
         decided[s] = (texts, y, rk, ck, score)
-    threshold = calibrate(decided["dev"][2], decided["dev"][4], decided["dev"][1])
+    threshold = round(best_threshold(decided["dev"][4], decided["dev"][1], decided["dev"][2])[0], 3)
     full = stages_of(recipe, **{"text.quality_classifier": {"threshold": threshold}})
     for s, (texts, y, rk, ck, score) in decided.items():
         fk, _ = run(full, texts)

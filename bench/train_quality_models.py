@@ -45,13 +45,14 @@ def load(lang: str) -> dict[str, tuple[list[str], np.ndarray]]:
             for s in ("train", "dev", "test")}
 
 
-def best_threshold(score: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    cuts = np.unique(np.r_[score, 0.0, 1.0])
-    acc = [((score >= c) == (y == 1)).mean() for c in cuts]
+def best_threshold(score: np.ndarray, y: np.ndarray, keep: np.ndarray | None = None) -> tuple[float, float]:
+    """The accuracy-maximising cut (midway to the next score) and its accuracy. ``keep``: the
+    decisions of stages before the classifier (a document they reject stays rejected)."""
+    keep = np.ones(len(score), bool) if keep is None else keep
+    cuts = np.unique(np.r_[score[~np.isnan(score)], 0.0, 1.0])
+    acc = [((keep & (score >= c)) == (y == 1)).mean() for c in cuts]
     i = int(np.argmax(acc))
-    lo = cuts[i]
-    hi = cuts[i + 1] if i + 1 < len(cuts) else 1.0
-    return float((lo + hi) / 2 if i + 1 < len(cuts) else lo), float(acc[i])
+    return float((cuts[i] + cuts[i + 1]) / 2 if i + 1 < len(cuts) else cuts[i]), float(acc[i])
 
 
 def auc(score: np.ndarray, y: np.ndarray) -> float:

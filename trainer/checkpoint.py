@@ -138,3 +138,30 @@ def load(path: Path, state: TrainState, rank: int) -> int:
     _set_rng_state(extra["rng"])
     state.step = extra["step"]
     return state.step
+
+
+def load_final_model(run: str | Path, field: str = "run"):
+    """A finished run's config and full model, fp32 on the CPU: ``config.json`` and
+    ``final_model_stage*.pt`` (a pipeline-parallel run's stages hold disjoint parts of one model).
+    What cannot be read raises ValueError naming ``field``."""
+    import json
+
+    from corpusforge.config_base import validate
+    from corpusforge.trainer.config import TrainConfig
+    from corpusforge.trainer.model import GPT
+
+    run = Path(run)
+    if not (run / "config.json").exists():
+        raise ValueError(f"{field}: {run} has no config.json (give a finished trainer out_dir)")
+    stages = sorted(run.glob("final_model_stage*.pt"))
+    if not stages:
+        raise ValueError(f"{field}: {run} has no final_model_stage0.pt (the run did not finish)")
+    tc = validate(TrainConfig, json.loads((run / "config.json").read_text()), str(run / "config.json"))
+    state = {}
+    for f in stages:
+        state.update(torch.load(f, map_location="cpu", weights_only=True))
+    if tc.model.vocab_size == 0:              # config.json is written before the tokenizer names it
+        tc.model.vocab_size = state["tok_embeddings.weight"].shape[0]
+    model = GPT(tc.model)
+    model.load_state_dict(state)
+    return tc, model

@@ -9,20 +9,22 @@ import torch
 from corpusforge.trainer.config import TrainConfig
 
 
+def schedule_factor(step: int, warmup: int, total: int, schedule: str, min_ratio: float) -> float:
+    """The learning rate at ``step`` as a fraction of the peak: linear warmup, then constant,
+    linear or cosine decay to ``min_ratio`` at ``total`` steps."""
+    if step < warmup:
+        return (step + 1) / warmup
+    if schedule == "constant":
+        return 1.0
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    if schedule == "linear":
+        return 1.0 - (1.0 - min_ratio) * progress
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
 def lr_lambda(cfg: TrainConfig):
     o = cfg.optim
-
-    def factor(step: int) -> float:
-        if step < o.warmup_steps:
-            return (step + 1) / o.warmup_steps
-        if o.schedule == "constant":
-            return 1.0
-        progress = min(1.0, (step - o.warmup_steps) / max(1, cfg.steps - o.warmup_steps))
-        ratio = o.min_lr / o.lr
-        if o.schedule == "linear":
-            return 1.0 - (1.0 - ratio) * progress
-        return ratio + (1.0 - ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
-    return factor
+    return lambda step: schedule_factor(step, o.warmup_steps, cfg.steps, o.schedule, o.min_lr / o.lr)
 
 
 def use_fused(implementation: str, device_type: str) -> bool:

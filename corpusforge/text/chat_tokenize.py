@@ -22,20 +22,19 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pyarrow as pa
 from pydantic import Field, field_validator
 
-from corpusforge.stage import Stage, StageConfig, StageResult, StageStats, split
-from corpusforge.text.tokenize import EOS, load_tokenizer
+from corpusforge.stage import StageResult, StageStats, split
+from corpusforge.text.tokenize import EOS, Tokenize, TokenizeConfig, set_columns, too_many_tokens
 
 
-class ChatTokenizeConfig(StageConfig):
-    tokenizer: str = Field(description="tokenizer.json (from `corpusforge train-tokenizer`, or any `tokenizers` file).")
+class ChatTokenizeConfig(TokenizeConfig):
     template: str = Field("<|{role}|>\n{content}", description="The reader's turn_template: a role marker, then "
                           "{content}.")
     train_roles: list[str] = Field(default_factory=lambda: ["assistant"], description="Turns whose tokens are trained on.")
     eos_token: str = Field(EOS, description="Appended to every conversation, trained on.")
-    max_tokens: int | None = Field(None, gt=0, description="Reject conversations longer than this many tokens.")
 
     @field_validator("template")
     @classmethod
@@ -62,73 +61,48 @@ def split_turns(text: str, marker: re.Pattern) -> list[tuple[str, str, str]] | N
     return [(m.group("role"), m.group(0), text[m.end():end]) for m, end in zip(found, ends)]
 
 
-class ChatTokenize(Stage):
+class ChatTokenize(Tokenize):
+    """``text.tokenize`` for conversations: the same tokenizer loading, artifact and token limit;
+    the turns tokenized one by one, with a loss mask."""
+
     name = "text.chat_tokenize"
-    kinds = ("text",)
     Config = ChatTokenizeConfig
-
-    def output_columns(self) -> dict[str, pa.DataType]:
-        return {}          # token_ids, n_tokens and loss_mask are fields of the text schema
-
-    def artifacts(self):
-        from corpusforge.io.readers.base import input_path
-
-        return {"tokenizer": input_path(self.config.tokenizer)}
-
-    def _load(self):
-        if getattr(self, "_tok", None) is None:
-            from corpusforge.errors import ConfigError
-
-            self._tok = load_tokenizer(self.config.tokenizer, self.name)
-            self._eos = self._tok.token_to_id(self.config.eos_token)
-            if self._eos is None:
-                raise ConfigError(f"text.chat_tokenize.eos_token: {self.config.eos_token!r} is not in the "
-                                  f"tokenizer's vocabulary")
-            self._marker = self.config.marker()
-        return self._tok
 
     def process(self, table: pa.Table, stats: StageStats) -> StageResult:
         tok = self._load()
+        marker = self.config.marker()
         trained = set(self.config.train_roles)
         texts = table.column("text").to_pylist()
-        pieces, owners, reasons = [], [], [None] * len(texts)
+        pieces, owners, problems = [], [], [None] * len(texts)
         for i, text in enumerate(texts):
-            turns = split_turns(text, self._marker)
+            turns = split_turns(text, marker)
             if turns is None:
-                reasons[i] = ("not_a_conversation", "the text does not open with a role marker of the template")
-                continue
-            if not any(role in trained for role, _, _ in turns):
-                reasons[i] = ("no_trained_turn", f"no turn of {sorted(trained)}")
-                continue
-            for role, mark, body in turns:       # the marker is never trained on
-                pieces += [mark, body]
-                owners += [(i, False), (i, role in trained)]
+                problems[i] = ("not_a_conversation", "the text does not open with a role marker of the template")
+            elif not any(role in trained for role, _, _ in turns):
+                problems[i] = ("no_trained_turn", f"no turn of {sorted(trained)}")
+            else:
+                for role, mark, body in turns:       # the marker is never trained on
+                    pieces += [mark, body]
+                    owners += [(i, False), (i, role in trained)]
         encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
-        encoded = encode(pieces, add_special_tokens=False) if pieces else []
         ids = [[] for _ in texts]
         mask = [[] for _ in texts]
-        for (i, train), enc in zip(owners, encoded):
+        for (i, train), enc in zip(owners, encode(pieces, add_special_tokens=False) if pieces else []):
             ids[i] += enc.ids
             mask[i] += [int(train)] * len(enc.ids)
-        token_ids, loss_mask, n_tokens = [], [], []
-        for i in range(len(texts)):
-            if reasons[i] is None:
-                ids[i].append(self._eos)
-                mask[i].append(1)
-                if self.config.max_tokens and len(ids[i]) > self.config.max_tokens:
-                    reasons[i] = ("too_many_tokens", f"{len(ids[i])} > max_tokens {self.config.max_tokens}")
-            token_ids.append(ids[i] if reasons[i] is None else None)
-            loss_mask.append(mask[i] if reasons[i] is None else None)
-            n_tokens.append(len(ids[i]) if reasons[i] is None else None)
-            if reasons[i] is None:
-                stats.counters["tokens"] += len(ids[i])
-                stats.counters["trained_tokens"] += int(sum(mask[i]))
-        for name, values in (("token_ids", pa.array(token_ids, pa.list_(pa.uint32()))),
-                             ("n_tokens", pa.array(n_tokens, pa.int64())),
-                             ("loss_mask", pa.array(loss_mask, pa.list_(pa.uint8())))):
-            j = table.schema.get_field_index(name)
-            table = table.set_column(j, name, values) if j >= 0 else table.append_column(name, values)
-        reason = pa.array([r[0] if r else None for r in reasons], pa.string())
-        detail = pa.array([r[1] if r else None for r in reasons], pa.string())
-        return split(table, reason, detail, stats)
-
+        ok = [p is None for p in problems]
+        for i in np.flatnonzero(ok):
+            ids[i].append(self._eos)
+            mask[i].append(1)
+        n_tokens = pa.array([len(ids[i]) if ok[i] else None for i in range(len(texts))], pa.int64())
+        table = set_columns(table, {
+            "token_ids": pa.array([x if o else None for x, o in zip(ids, ok)], pa.list_(pa.uint32())),
+            "n_tokens": n_tokens,
+            "loss_mask": pa.array([m if o else None for m, o in zip(mask, ok)], pa.list_(pa.uint8()))})
+        stats.counters["tokens"] += sum(len(ids[i]) for i in np.flatnonzero(ok))
+        stats.counters["trained_tokens"] += sum(sum(mask[i]) for i in np.flatnonzero(ok))
+        too_long, too_long_detail = too_many_tokens(n_tokens, self.config.max_tokens)
+        reason = [p[0] if p else r for p, r in zip(problems, too_long.to_pylist())]
+        detail = [p[1] if p else d for p, d in
+                  zip(problems, too_long_detail.to_pylist() if too_long_detail is not None else [None] * len(texts))]
+        return split(table, pa.array(reason, pa.string()), pa.array(detail, pa.string()), stats)

@@ -80,6 +80,13 @@ def _script_chars(text, pattern: str) -> np.ndarray:
 def script_detect(text: pa.ChunkedArray | pa.Array, cfg: LangIdConfig, sample_chars: int = 2000
                   ) -> tuple[pa.Array, pa.Array]:
     """Dominant script of the first ``sample_chars`` characters of each document."""
+    lang, conf, _ = _script_detect(text, cfg, sample_chars)
+    return lang, conf
+
+
+def _script_detect(text, cfg: LangIdConfig, sample_chars: int):
+    """script_detect, plus each document's words and English function words (zero where the
+    script is not Latin), which lingua_detect's English fast path reads."""
     text = pc.utf8_slice_codeunits(text, 0, sample_chars)
     names = list(SCRIPTS)
     counts = np.zeros((len(text), len(names)))
@@ -104,13 +111,14 @@ def script_detect(text: pa.ChunkedArray | pa.Array, cfg: LangIdConfig, sample_ch
     lang[lang == "kana"] = "ja"
     conf = np.divide(counts[np.arange(len(best)), best] + np.where(lang == "ja", han, 0), np.maximum(total, 1))
     latin = lang == "latin"
+    words = fw = np.zeros(len(lang), np.int64)
     if latin.any():
         words = pc.count_substring_regex(text, r"\S+").to_numpy(zero_copy_only=False)
         fw = pc.count_substring_regex(text, EN_FUNCTION_WORDS).to_numpy(zero_copy_only=False)
         english = latin & (fw >= cfg.english_min_stopword_ratio * np.maximum(words, 1))
         lang[english] = "en"
     lang[total < cfg.min_letters] = "und"
-    return pa.array(lang, pa.string()), pa.array(np.clip(conf, 0, 1), pa.float64())
+    return pa.array(lang, pa.string()), pa.array(np.clip(conf, 0, 1), pa.float64()), (words, fw)
 
 
 class LangId(Stage):
@@ -189,15 +197,12 @@ def lingua_detector(codes: tuple[str, ...] | None):
 
 def lingua_detect(text: pa.ChunkedArray | pa.Array, cfg: LangIdConfig) -> tuple[pa.Array, pa.Array]:
     """lingua over the documents the script detector cannot settle (see the module docstring)."""
-    script_lang, script_conf = script_detect(text, cfg)
+    script_lang, script_conf, (words, fw) = _script_detect(text, cfg, 2000)
     lang = np.array(script_lang.to_pylist(), dtype=object)
     conf = script_conf.to_numpy(zero_copy_only=False).copy()
     # scripts the script detector does not know (Bengali, Hebrew, ...) come back as und: ask lingua
     ask = ~np.isin(lang, ["zh", "ja", "ko"])
-    if cfg.english_fast_path is not None and (lang == "en").any():
-        head = pc.utf8_slice_codeunits(text, 0, 2000)
-        words = pc.count_substring_regex(head, r"\S+").to_numpy(zero_copy_only=False)
-        fw = pc.count_substring_regex(head, EN_FUNCTION_WORDS).to_numpy(zero_copy_only=False)
+    if cfg.english_fast_path is not None:
         ask &= ~((lang == "en") & (words >= 30) & (fw >= cfg.english_fast_path * words))
     ask = np.flatnonzero(ask)
     if len(ask):

@@ -169,7 +169,7 @@ class Tokenize(Stage):
             if self.config.eos_token is not None:
                 self._eos = self._tok.token_to_id(self.config.eos_token)
                 if self._eos is None:
-                    raise ConfigError(f"text.tokenize: {self.config.eos_token!r} is not in the tokenizer's vocabulary "
+                    raise ConfigError(f"{self.name}: {self.config.eos_token!r} is not in the tokenizer's vocabulary "
                                       f"(set eos_token to one of its special tokens, or null)")
         return self._tok
 
@@ -180,21 +180,30 @@ class Tokenize(Stage):
         encodings = encode(texts, add_special_tokens=False)
         token_ids = ids_to_arrow([e.ids for e in encodings], self._eos)
         n_tokens = pa.array(np.diff(token_ids.offsets.to_numpy()), pa.int64())
-        # readers leave the schema's optional fields out: replace the columns, or add them
-        for name, values in (("token_ids", token_ids), ("n_tokens", n_tokens)):
-            i = table.schema.get_field_index(name)
-            table = table.set_column(i, name, values) if i >= 0 else table.append_column(name, values)
+        table = set_columns(table, {"token_ids": token_ids, "n_tokens": n_tokens})
         stats.counters["tokens"] += int(pa.compute.sum(n_tokens).as_py() or 0)
-        reason = detail = None
-        if self.config.max_tokens:
-            too_long = pa.compute.greater(n_tokens, self.config.max_tokens)
-            reason = pa.compute.if_else(too_long, "too_many_tokens", pa.scalar(None, pa.string()))
-            detail = pa.compute.if_else(too_long, pa.compute.binary_join_element_wise(
-                pa.compute.cast(n_tokens, pa.string()), pa.scalar(f"> max_tokens {self.config.max_tokens}"), " "),
-                pa.scalar(None, pa.string()))
-        else:
-            reason = pa.nulls(table.num_rows, pa.string())
+        reason, detail = too_many_tokens(n_tokens, self.config.max_tokens)
         return split(table, reason, detail, stats)
+
+
+def set_columns(table: pa.Table, columns: dict[str, pa.Array]) -> pa.Table:
+    """Replace these columns, or add them: readers leave the schema's optional fields out."""
+    for name, values in columns.items():
+        i = table.schema.get_field_index(name)
+        table = table.set_column(i, name, values) if i >= 0 else table.append_column(name, values)
+    return table
+
+
+def too_many_tokens(n_tokens: pa.Array, max_tokens: int | None) -> tuple[pa.Array, pa.Array | None]:
+    """(reason, detail) rejecting documents over ``max_tokens`` (null n_tokens pass)."""
+    if not max_tokens:
+        return pa.nulls(len(n_tokens), pa.string()), None
+    too_long = pa.compute.fill_null(pa.compute.greater(n_tokens, max_tokens), False)
+    reason = pa.compute.if_else(too_long, "too_many_tokens", pa.scalar(None, pa.string()))
+    detail = pa.compute.if_else(too_long, pa.compute.binary_join_element_wise(
+        pa.compute.cast(n_tokens, pa.string()), pa.scalar(f"> max_tokens {max_tokens}"), " "),
+        pa.scalar(None, pa.string()))
+    return reason, detail
 
 
 def ids_to_arrow(ids: list[list[int]], eos: int | None) -> pa.ListArray:

@@ -127,23 +127,15 @@ def resolve_device(cfg: CompressConfig) -> tuple[torch.device, torch.dtype, str]
 
 
 def load_run(run: str | Path, cfg: CompressConfig | None = None) -> Trained:
+    from corpusforge.trainer.checkpoint import load_final_model
+
     device, dtype, base = resolve_device(cfg) if cfg is not None else (torch.device("cpu"), torch.float32, "fp32")
-    run = Path(run)
-    if not (run / "config.json").exists():
-        raise CompressError(f"run: {run} has no config.json (give a finished trainer out_dir)")
-    stages = sorted(run.glob("final_model_stage*.pt"))
-    if not stages:
-        raise CompressError(f"run: {run} has no final_model_stage0.pt (the run did not finish)")
-    tc = validate(TrainConfig, json.loads((run / "config.json").read_text()), str(run / "config.json"))
-    state = {}
-    for f in stages:                              # pipeline stages hold disjoint parts of one model
-        state.update(torch.load(f, map_location="cpu", weights_only=True))
-    if tc.model.vocab_size == 0:              # config.json is written before the tokenizer names it
-        tc.model.vocab_size = state["tok_embeddings.weight"].shape[0]
-    model = GPT(tc.model)
-    model.load_state_dict(state)
+    try:
+        tc, model = load_final_model(run)
+    except ValueError as exc:
+        raise CompressError(str(exc)) from None
     model.to(device=device, dtype=dtype).eval()
-    stream = TokenStream.open(tc.data.dataset, run / "cache", verify=False)
+    stream = TokenStream.open(tc.data.dataset, Path(run) / "cache", verify=False)
     train, val = split(stream.tokens, tc.model.seq_len, tc.data.val_fraction)
     return Trained(tc, model, train, val, tc.model.vocab_size, device, base)
 

@@ -147,7 +147,10 @@ def to_nf4(model):
     keep = linear_filter(model)
     for name, mod in model.named_modules():
         if keep(mod, name):
-            mod.weight = nf4_weight(mod.weight, name)
+            try:
+                mod.weight = nf4_weight(mod.weight, name)
+            except CompressError as exc:
+                raise CompressError(f"{exc}; leave nf4 out of quantize.methods for this model") from None
     return model
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import time
 from pathlib import Path
@@ -31,33 +30,23 @@ from corpusforge.trainer.model import GPT, Documents, IGNORE
 
 
 def load_base(run: str | Path) -> tuple[dict, GPT]:
-    """The base run's config (as written) and its model, fp32 on the CPU."""
-    from corpusforge.config_base import validate
-    from corpusforge.trainer.config import TrainConfig
+    """The base run's config (as a dict, vocabulary filled in) and its model, fp32 on the CPU."""
+    from corpusforge.trainer.checkpoint import load_final_model
+    from corpusforge.trainer.config import to_dict
 
-    run = Path(run)
-    raw = json.loads((run / "config.json").read_text())
-    stages = sorted(run.glob("final_model_stage*.pt"))
-    if not stages:
-        raise FinetuneDataError(f"base: {run} has no final_model_stage0.pt (the run did not finish)")
-    state = {}
-    for f in stages:
-        state.update(torch.load(f, map_location="cpu", weights_only=True))
-    tc = validate(TrainConfig, raw, str(run / "config.json"))
-    if tc.model.vocab_size == 0:
-        tc.model.vocab_size = state["tok_embeddings.weight"].shape[0]
-        raw["model"]["vocab_size"] = tc.model.vocab_size
-    model = GPT(tc.model)
-    model.load_state_dict(state)
-    return raw, model
+    try:
+        tc, model = load_final_model(run, field="base")
+    except ValueError as exc:
+        raise FinetuneDataError(str(exc)) from None
+    return to_dict(tc), model
 
 
 def lr_at(step: int, cfg: FinetuneConfig) -> float:
+    """Warmup, then cosine down to a tenth: the trainer's schedule."""
+    from corpusforge.trainer.optim import schedule_factor
+
     t = cfg.train
-    if step < t.warmup_steps:
-        return t.lr * (step + 1) / t.warmup_steps
-    progress = (step - t.warmup_steps) / max(1, t.steps - t.warmup_steps)
-    return t.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0))))
+    return t.lr * schedule_factor(step, t.warmup_steps, t.steps, "cosine", 0.1)
 
 
 def wrap(model: torch.nn.Module, cfg: FinetuneConfig, rt) -> torch.nn.Module:
