@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS", "")
 
-from pii_cases import (CHINESE_NON_PII, NON_PHONES, cards, faker_phones, luhn_non_cards,  # noqa: E402
-                       phone_examples, phone_sentences)
+from pii_cases import (CARD_CONTEXTS, CHINESE_NON_PII, NON_PHONES, card_sentences, cards, faker_cards,  # noqa: E402
+                       faker_phones, luhn_non_cards, phone_examples, phone_sentences)
 
 from corpusforge.text.pii import Pii  # noqa: E402
 
@@ -87,6 +87,23 @@ def main():
     for kind, (n, a, b) in per.items():
         print(f"| {kind} | {n} | {a / n:.2f} | {b / n:.2f} |")
     print(f"| **all** | {total[0]} | **{total[1] / total[0]:.3f}** | {total[2] / total[0]:.3f} |")
+    print("\n## Payment cards next to other numbers: recall by context\n")
+    print("Every network and length (as above) and Faker's card generators, written plain, in groups of four "
+          "with spaces or dashes, in each context.\n")
+    print("| context | cases | text.pii | presidio CreditCardRecognizer |")
+    print("|---|---|---|---|")
+    sentences = card_sentences(cards(rng, per_kind=4) + faker_cards(), rng)
+    for template in CARD_CONTEXTS:
+        sub = [(t, sp) for t, sp, tpl in sentences if tpl == template]
+        a = sum(covered(find(t), sp, {"CREDIT_CARD", "CN_BANK_CARD"}) for t, sp in sub)
+        b = sum(covered(presidio_card(t), sp, {"CREDIT_CARD"}) for t, sp in sub)
+        print(f"| `{template!r}` | {len(sub)} | {a / len(sub):.3f} | {b / len(sub):.3f} |")
+    fakes = card_sentences(faker_cards(), rng)
+    if fakes:
+        a = sum(covered(find(t), sp, {"CREDIT_CARD", "CN_BANK_CARD"}) for t, sp, _ in fakes)
+        b = sum(covered(presidio_card(t), sp, {"CREDIT_CARD"}) for t, sp, _ in fakes)
+        print(f"| Faker's cards alone, every context | {len(fakes)} | {a / len(fakes):.3f} | {b / len(fakes):.3f} |")
+
     non_cards = luhn_non_cards(rng)
     fp_ours = sum(any(r.entity_type == "CREDIT_CARD" for r in find(f"Number {n} here")) for n in non_cards)
     fp_pres = sum(bool(presidio_card(f"Number {n} here")) for n in non_cards)

@@ -103,6 +103,36 @@ def cards(rng: random.Random, per_kind: int = 20) -> list[tuple[str, str]]:
     return out
 
 
+# cards next to other numbers, as forms and receipts write them: an expiry date, a CVC, an
+# instalment count; a greedy digit-run match that swallows the neighbour fails Luhn
+CARD_CONTEXTS = ["Card number {} expires 04/29.", "{} 04/29", "card {} exp 0429 cvv 123", "paid by {} 12 03/27",
+                 "{}\n05/31\nCVC: 322", "卡号{} 有效期04/29", "Ref 12 {} thanks", "{} 1"]
+
+
+def faker_cards(per_type: int = 20, seed: int = 0) -> list[tuple[str, str]]:
+    """(card number, Faker card type) from Faker's generators of every card type (none without Faker)."""
+    try:
+        from faker import Faker
+        from faker.providers.credit_card import Provider
+    except ImportError:
+        return []
+    fake = Faker("en_US")
+    fake.seed_instance(seed)
+    return [(fake.credit_card_number(card_type=t), t) for t in Provider.credit_card_types for _ in range(per_type)]
+
+
+def card_sentences(numbers, rng: random.Random) -> list[tuple[str, tuple[int, int], str]]:
+    """[(text, span, template)]: each number written plain or grouped, in one of CARD_CONTEXTS."""
+    out = []
+    for number, _ in numbers:
+        digits = "".join(c for c in number if c.isdigit())
+        written = rng.choice([digits, _group(digits, " "), _group(digits, "-")])
+        t = rng.choice(CARD_CONTEXTS)
+        start = t.index("{}")
+        out.append((t.format(written), (start, start + len(written)), t))
+    return out
+
+
 def luhn_non_cards(rng: random.Random, n: int = 300) -> list[str]:
     """Luhn-valid 12-19 digit numbers that no network issues (by prefix or length)."""
     out = []

@@ -222,6 +222,45 @@ def test_cards_presidio_misses(pii, number):
     assert [r.entity_type for r in pii.find(f"paid with {number}.")] == ["CREDIT_CARD"]
 
 
+def test_cards_next_to_other_numbers_are_found_whole(pii):
+    """A card with an expiry, a CVC or a count beside it: the greedy digit run fails Luhn, the
+    card's own groups pass; Faker's card generators (JCB over the whole 35 block) included."""
+    from pii_cases import card_sentences, cards, faker_cards
+
+    rng = random.Random(11)
+    cases = card_sentences(cards(rng, per_kind=2) + faker_cards(per_type=3, seed=4), rng)
+    missed = [t for t, span, _ in cases if not _covered(pii.find(t), span, {"CREDIT_CARD", "CN_BANK_CARD"})]
+    assert not missed
+    out = scrub(pii, ["Card 4111111111111111 02/28, CVC 123", "paid by 5500 0000 0000 0004 12 03/27",
+                      "3530111333300000 7"])[0].kept.column("text").to_pylist()
+    assert out == ["Card <CREDIT_CARD> 02/28, CVC 123", "paid by <CREDIT_CARD> 12 03/27", "<CREDIT_CARD> 7"]
+
+
+def test_a_verified_number_wins_over_a_phone_guess(pii):
+    # 4-4-4-1 digits and a count read as a 14-digit phone; the Luhn-valid card is what they are
+    text = "4401-4004-6896-9 1"
+    card = "4401-4004-6896-9"
+    assert luhn_ok(card)
+    assert [(r.entity_type, text[r.start:r.end]) for r in pii.find(text)] == [("CREDIT_CARD", card)]
+    # an international phone is never read as a card (a card is not written after "+")
+    assert [r.entity_type for r in pii.find("call +56 9 1234 5678 90")] != ["CREDIT_CARD"]
+
+
+def test_ssn_shape_is_never_an_international_phone(pii):
+    assert [r.entity_type for r in pii.find("Send it to 002-79-9523 today.")] == ["US_SSN"]
+
+
+@pytest.mark.parametrize("text,url", [
+    ("(https://petersen.biz/)", "https://petersen.biz/"),          # .biz is missing from presidio's list
+    ("see www.king.biz/a?b=1, today", "www.king.biz/a?b=1"),
+    ("visit example.community now", "example.community"),         # matched as .com before
+    ("链接https://www.x.biz/路径。", "https://www.x.biz/"),
+])
+def test_urls_run_to_their_end(text, url):
+    found = Pii(Pii.Config(entities=["URL"])).find(text)
+    assert [text[r.start:r.end] for r in found] == [url]
+
+
 def test_qq_numbers_own_type_and_groups_configurable(pii):
     out = scrub(pii, ["我的QQ：12345678，", "QQ群：123456789 欢迎加入", "扣扣号 987654321"])[0].kept.column("text").to_pylist()
     assert out == ["我的QQ：<QQ>，", "QQ群：123456789 欢迎加入", "扣扣号 <QQ>"]

@@ -87,6 +87,9 @@ MARGIN = {"PHONE_NUMBER": 48, "CN_QQ": 48, **{e: 48 for e in DIGITS}}
 # bracket next to it.
 ASCII_RUN = {"EMAIL_ADDRESS", "URL", "IP_ADDRESS"}
 RUN_MARGIN = 3
+# identifiers whose recognizer verifies a check digit: when one overlaps a shape-only finding
+# (a phone guessed from digit groups), the verified one is what the digits are
+CHECK_DIGIT = {"CREDIT_CARD", "CN_BANK_CARD", "CN_RESIDENT_ID", "IBAN_CODE"}
 # windows closer than this are analyzed as one: each presidio call has a fixed cost (registry
 # lookup, context pass, copies) that outweighs scanning a few hundred more characters
 MERGE_GAP = 256
@@ -299,9 +302,15 @@ class Pii(Stage):
 
     @staticmethod
     def _resolve(results: list) -> list:
-        """Non-overlapping findings, as the anonymizer replaces them: a finding inside a longer one
-        gives way to it (``(016)097-5351`` inside ``(016)097-5351x3933``); then the higher score
-        wins, then the longer span, then the earlier."""
+        """Non-overlapping findings, as the anonymizer replaces them: a number that passes a check
+        digit (card, Chinese ID, IBAN) wins over anything else it overlaps (a card's digits and the
+        expiry after it read as one long "phone"); then a finding inside a longer one gives way to it
+        (``(016)097-5351`` inside ``(016)097-5351x3933``); then the higher score wins, then the
+        longer span, then the earlier."""
+        checked = [r for r in results if r.entity_type in CHECK_DIGIT]
+        if checked:
+            results = checked + [r for r in results if r.entity_type not in CHECK_DIGIT and
+                                 all(r.end <= c.start or r.start >= c.end for c in checked)]
         outer, best_start, best_end = [], -1, -1
         for r in sorted(results, key=lambda r: (r.start, -r.end)):
             if r.end < best_end or (r.end == best_end and best_start < r.start):

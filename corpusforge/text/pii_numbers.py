@@ -57,7 +57,9 @@ NETWORKS = {
     "mastercard": (_r(51, 55) + _r(2221, 2720), {16}),
     "amex": (["34", "37"], {15}),
     "discover": (["6011", "65"] + _r(644, 649) + _r(622126, 622925), set(range(16, 20))),
-    "jcb": (_r(3528, 3589), set(range(16, 20))),
+    # JCB publishes 3528-3589; test generators (Faker, and so presidio-research-style sets) issue JCB
+    # numbers over the whole 35 block, and Luhn + length still guard it
+    "jcb": (["35"], set(range(16, 20))),
     "jcb_legacy": (["2131", "1800"], {15}),
     "unionpay": (["62", "81"], set(range(16, 20))),
     "maestro": (["50", "56", "57", "58", "6304", "6390", "67", "0604"], set(range(12, 20))),
@@ -87,7 +89,9 @@ class PaymentCardRecognizer(EntityRecognizer):
     """CREDIT_CARD: 12-19 digits, single spaces or dashes between groups, Luhn and a network's
     prefix and length."""
 
-    CANDIDATE = regex.compile(r"(?<![\p{Latin}\d\-.,])\d(?:[ \-]?\d){11,18}(?![\p{Latin}\d]|[.,]\d)")
+    # up to 40 digits: a card and the numbers around it ("no. 12 4111 ... 1111 04 29") are one candidate,
+    # and card_spans finds the card among its groups
+    CANDIDATE = regex.compile(r"(?<![\p{Latin}\d\-.,+])\d(?:[ \-]?\d){11,39}(?![\p{Latin}\d]|[.,]\d)")
 
     def __init__(self, supported_language: str = "xx"):
         super().__init__(supported_entities=["CREDIT_CARD"], supported_language=supported_language,
@@ -99,6 +103,36 @@ class PaymentCardRecognizer(EntityRecognizer):
     def analyze(self, text: str, entities: List[str], nlp_artifacts=None) -> List[RecognizerResult]:
         out = []
         for m in self.CANDIDATE.finditer(text):
-            if is_card(m.group()):
-                out.append(RecognizerResult("CREDIT_CARD", m.start(), m.end(), 1.0))
+            out += [RecognizerResult("CREDIT_CARD", m.start() + s, m.start() + e, 1.0) for s, e in card_spans(m.group())]
         return out
+
+
+GROUP = regex.compile(r"\d+")
+
+
+def card_spans(candidate: str) -> list[tuple[int, int]]:
+    """Cards inside a candidate digit run: the whole run, else runs of whole groups.
+
+    The candidate pattern is greedy, so a card followed by a short number ("4111111111111111 02/28",
+    "card 4111 1111 1111 1111 0") or preceded by one ("no. 12 4111 ...") is one candidate that fails
+    Luhn; the card is a run of its whole groups. Groups are never split: a plain digit run is either
+    a card or not. When several runs pass (one in ten does by chance), a run grouped as cards are
+    printed (4-4-4-4..., Amex/Diners 4-6-5 and 4-6-4) comes first, then the leftmost, then the longest.
+    """
+    if is_card(candidate):
+        return [(0, len(candidate))]
+    groups = [(g.start(), g.end()) for g in GROUP.finditer(candidate)]
+    passing = []
+    for i in range(len(groups)):
+        for j in range(i, len(groups)):
+            s, e = groups[i][0], groups[j][1]
+            if is_card(candidate[s:e]):
+                sizes = [b - a for a, b in groups[i:j + 1]]
+                printed = (len(sizes) == 1 or all(n == 4 for n in sizes[:-1]) and sizes[-1] <= 4
+                           or sizes in ([4, 6, 5], [4, 6, 4]))
+                passing.append((not printed, s, s - e, e))
+    found: list[tuple[int, int]] = []
+    for _, s, _, e in sorted(passing):
+        if all(e <= fs or s >= fe for fs, fe in found):
+            found.append((s, e))
+    return sorted(found)

@@ -35,7 +35,7 @@ SEPARATORS = " -./\u00a0\u2010\u2011\u2013"
 # a chain of digit groups, each joined by one separator (or a bracket); the lookbehind keeps
 # numbers glued to letters, signs and other numbers out (ID-5551234, v10.0.1, 3.14159)
 _SEP = r"[ \-./\u00a0\u2010\u2011\u2013]"
-_GROUP = r"(?:\(\+?\d{1,6}\)|\d{1,15})"           # digits, or bracketed: (0755), (0), (+370)
+_GROUP = r"(?:\(\+?\d{1,6}(?:[ \-]\d{1,4})?\)|\d{1,15})"   # digits, or bracketed: (0755), (0), (+370), (06 1)
 CHAIN = regex.compile(
     r"(?<![\p{Latin}\d+@_\-./,#$€£¥￥]|\d[ \-./])"        # never inside a longer chain
     r"(?:\+\s?|\b00[ \-.]?)?"                           # international prefix: +44, 0049
@@ -141,10 +141,11 @@ class ContextPhoneRecognizer(EntityRecognizer):
             (len(groups) == 2 and len(groups[0]) >= 2) or (len(groups) == 1 and 9 <= len(groups[0]) <= 11))
         round_numbers = len(groups) >= 2 and all(g.endswith("00") for g in groups)
         shaped = (brackets or len(groups) >= 3 or zero_trunk) and not round_numbers
-        if seps == {"-"} and [len(g) for g in groups] == [3, 2, 4]:
-            shaped = False                            # the shape of a US SSN
+        ssn_shape = seps == {"-"} and [len(g) for g in groups] == [3, 2, 4]
+        if ssn_shape:
+            shaped = False                            # the shape of a US SSN (001-... included: not "00" + 1)
         score = 0.5 if shaped else 0.2
-        if main.startswith(("+", "00")):              # with its country code: the library can judge it
+        if main.startswith(("+", "00")) and not ssn_shape:   # with its country code: the library can judge it
             valid = self.validity("+" + main[2:] if main.startswith("00") else main)
             score = max(score, {2: 0.85, 1: 0.6}.get(valid, 0.3))
         if context == "phone":

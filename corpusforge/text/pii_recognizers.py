@@ -122,14 +122,22 @@ class CnPassportRecognizer(PatternRecognizer):
 
 
 class CjkSafeUrlRecognizer(UrlRecognizer):
-    """presidio's URL recognizer, with matches cut at the first non-ASCII character and without
-    trailing sentence punctuation (``www.example.cn/path今天`` -> ``www.example.cn/path``)."""
+    """presidio's URL recognizer, with matches run to the end of the URL, cut at the first non-ASCII
+    character and without trailing sentence punctuation (``www.example.cn/path今天`` ->
+    ``www.example.cn/path``).
+
+    Running to the end: presidio's pattern has no boundary after its list of top-level domains,
+    and the list lacks some (``.biz``), so ``https://shop.biz/cart`` matched as ``https://shop.bi``
+    and scrubbing left ``z/cart`` behind; likewise ``.community`` matched as ``.com``.
+    """
 
     TRIM = ".,;:!?)]}'\""
+    URL_CHARS = regex.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&*+,;=%]*")
 
     def analyze(self, text: str, entities: List[str], nlp_artifacts=None, regex_flags=None) -> List[RecognizerResult]:
         out = []
         for r in super().analyze(text, entities, nlp_artifacts, regex_flags):
+            r.end = self.URL_CHARS.match(text, r.end).end()
             span = text[r.start:r.end]
             cut = next((i for i, ch in enumerate(span) if ord(ch) > 127), len(span))
             span = span[:cut].rstrip(self.TRIM)
