@@ -119,6 +119,19 @@ def test_cut_zst_and_gz_report_truncated_file(tmp_path):
         assert recs.num_rows > 0
 
 
+def test_truncated_file_keeps_its_good_lines_and_its_bad_lines_reasons(tmp_path):
+    # bad lines read before the break and the break's own row are one rejected table: they used to
+    # differ in column order, and the concat failure turned the whole file into one unreadable row
+    lines = [json.dumps({"text": f"good line {i} " * 10}) for i in range(40)]
+    lines[3], lines[7] = "{not json", json.dumps({"no_text": 1})
+    data = gzip.compress(("\n".join(lines) + "\n").encode())
+    (tmp_path / "cut.jsonl.gz").write_bytes(data[:-12])
+    recs, rejs = read_all(jsonl_reader(), tmp_path / "cut.jsonl.gz")
+    reasons = rejs.column("reject_reason").to_pylist()
+    assert reasons[:2] == ["invalid_json", "missing_text_field"] and reasons[-1] == "truncated_file"
+    assert recs.num_rows >= 30 and rejs.schema.names[:7] == recs.schema.names
+
+
 # -- run-level accounting: every listed file, deterministic details --------------------------------
 
 def test_a_reader_crash_is_a_rejected_row_not_a_failed_run(tmp_path, monkeypatch):

@@ -251,9 +251,10 @@ def file_error_row(kind: str, source: str, path: Path, reason: str, detail: str,
     rid = record_id(source, str(path).encode() + b"\0" + str(row).encode() + b"\0" + payload)
     common = {"id": [rid], "source": [source], "src_path": [str(path)], "src_row": pa.array([row], pa.int64()),
               "meta": pa.array([None], pa.string())}
-    if kind == "text":
-        cols = dict(common, text=[payload.decode("utf-8", "replace")], lang=pa.array([None], pa.string()))
-    elif kind == "image":
+    if kind == "text":       # the same columns, in the same order, as text_table's rejected lines
+        return with_reasons(text_table(source, [payload.decode("utf-8", "replace")], ids=[rid], src_path=str(path),
+                                       src_rows=[row]), [reason], [detail])
+    if kind == "image":
         cols = dict(common, image=pa.array([payload], pa.binary()),
                     content_hash=[xxhash.xxh3_128_hexdigest(payload)])
     else:
