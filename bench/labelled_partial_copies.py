@@ -13,13 +13,15 @@ every source one derived document is made, of one kind:
 * ``light``      a cut, then light edits: 6-15% of the words substituted, deleted or inserted, two
                  sentences swapped                                           -> positive
 * ``heavy``      a cut, then heavy edits: 25-40% of the words changed and most sentences
-                 reordered (a paraphrase by machine)                         -> reported apart
+                 reordered (a paraphrase by machine, as article spinners make) -> positive
 * ``same_topic`` another passage of the same article (same subject, names and terms, written
                  independently)                                              -> negative
 
-A pair (derived, source) is positive for ``cut`` and ``light``. A detector is scored on pairs:
-found when either document is tagged as a partial copy of the other; every other pair it tags
-is a false positive.
+A pair (derived, source) is positive for ``cut``, ``light`` and ``heavy``. A derived document that
+took new text from another article's passage also copies that passage when it is in the corpus:
+such a pair is ``inserted``, a real copy relation that is neither counted as found nor as false.
+A detector is scored on pairs: found when either document is tagged as a partial copy of the
+other; every other pair it tags is a false positive.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ DATA = Path(__file__).resolve().parent / "data" / "partial_copies"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "text"
 SENT = re.compile(r"(?<=[.!?。！？])\s+|(?<=[。！？])")
 KINDS = ("cut", "light", "heavy", "same_topic")
-POSITIVE = ("cut", "light")
+POSITIVE = ("cut", "light", "heavy")
 FILLER = ["also", "very", "then", "however", "which", "many", "large", "early", "later", "several", "new", "main"]
 
 
@@ -84,7 +86,8 @@ def _sentences(text: str) -> list[str]:
     return [s for s in SENT.split(text) if s.strip()]
 
 
-def _cut(text: str, rng: random.Random, zh: bool, other: str) -> str:
+def _cut(text: str, rng: random.Random, zh: bool, other: str) -> tuple[str, bool]:
+    """(the cut, whether it took sentences of ``other``)."""
     sents = _sentences(text)
     share = rng.uniform(0.5, 0.9)
     k = max(2, round(len(sents) * share))
@@ -96,7 +99,7 @@ def _cut(text: str, rng: random.Random, zh: bool, other: str) -> str:
     extra = _sentences(other)
     new = extra[:rng.randrange(0, max(1, int(len(extra) * 0.3)))] if rng.random() < 0.5 else []
     parts = new[: len(new) // 2] + chosen + new[len(new) // 2:]
-    return ("" if zh else " ").join(parts)
+    return ("" if zh else " ").join(parts), bool(new)
 
 
 def _edit(text: str, rng: random.Random, zh: bool, rate: float, swaps: int, vocab: list[str]) -> str:
@@ -141,6 +144,7 @@ def chinese(split: str = "dev", seed: int = 0) -> Labelled:
 def _build(arts: list[list[str]], rng: random.Random, zh: bool, vocab: list[str], seed: int) -> Labelled:
     docs: list[str] = []
     pairs: dict[tuple[int, int], str] = {}
+    took_from: list[tuple[int, str]] = []      # (derived index, the passage it took new text from)
     for i, passages in enumerate(arts):
         src = passages[0]
         other = arts[(i + 7) % len(arts)][-1]
@@ -148,25 +152,31 @@ def _build(arts: list[list[str]], rng: random.Random, zh: bool, vocab: list[str]
         if kind == "same_topic":
             derived = passages[1]
         else:
-            derived = _cut(src, rng, zh, other)
+            derived, took = _cut(src, rng, zh, other)
             if kind == "light":
                 derived = _edit(derived, rng, zh, rng.uniform(0.06, 0.15), 2, vocab)
             elif kind == "heavy":
                 derived = _edit(derived, rng, zh, rng.uniform(0.25, 0.40), 6, vocab)
         docs += [src, derived]
         pairs[(len(docs) - 1, len(docs) - 2)] = kind
+        if kind != "same_topic" and took:
+            took_from.append((len(docs) - 1, other))
         docs += passages[2:4]              # more of the article: distractors on the same subject
+    where = {d: j for j, d in enumerate(docs)}
+    for derived_index, other in took_from:
+        if other in where:
+            pairs.setdefault((derived_index, where[other]), "inserted")
     return Labelled(docs, pairs)
 
 
 def score(data: Labelled, found: set[tuple[int, int]]) -> dict:
-    """Pair-level precision, recall and F1 over cut+light pairs; ``found`` holds unordered pairs
-    (either direction) a detector tagged. Recall on heavy edits is reported apart."""
+    """Pair-level precision, recall and F1 over cut+light+heavy pairs; ``found`` holds unordered
+    pairs (either direction) a detector tagged; ``inserted`` pairs count neither way."""
     found = {tuple(sorted(p)) for p in found}
     labelled = {tuple(sorted(p)): k for p, k in data.pairs.items()}
     pos = {p for p, k in labelled.items() if k in POSITIVE}
     tp = len(pos & found)
-    fp = len({p for p in found if labelled.get(p) not in POSITIVE + ("heavy",)})
+    fp = len({p for p in found if labelled.get(p) not in POSITIVE + ("inserted",)})
     prec = tp / max(1, tp + fp)
     rec = tp / max(1, len(pos))
     out = {"precision": prec, "recall": rec, "f1": 2 * prec * rec / max(1e-9, prec + rec), "false_pairs": fp,

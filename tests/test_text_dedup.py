@@ -194,14 +194,17 @@ def _bench():
 
 
 def test_partial_copy_defaults_on_labelled_english_copies():
-    # cuts and light edits of WikiText-2 passages (the dev split the defaults were chosen on, and
-    # the test split); same-article passages are negatives
+    # cuts, light edits and spun rewrites of WikiText-2 passages (the dev split the defaults were
+    # chosen on, and the test split); same-article passages are negatives. The one false pair a
+    # split may have is an article's lead against the body it restates (a shared sentence).
     labelled, bench = _bench()
     for split in ("dev", "test"):
         data = labelled.english(split, seed=1)
         r = labelled.score(data, bench.run_stage(data.docs, [{"stage": "text.partial_dedup", "action": "flag"}], "en"))
-        assert r["f1"] >= 0.95 and r["false_pairs"] == 0, (split, r)
+        assert r["f1"] >= 0.95 and r["false_pairs"] <= 1, (split, r)
         assert r["found_same_topic"].startswith("0/")
+        found, total = map(int, r["found_heavy"].split("/"))
+        assert found >= 0.9 * total, (split, r)
 
 
 def test_partial_copy_defaults_on_labelled_chinese_copies():
@@ -209,7 +212,7 @@ def test_partial_copy_defaults_on_labelled_chinese_copies():
     labelled, bench = _bench()
     data = labelled.chinese("test", seed=2)
     r = labelled.score(data, bench.run_stage(data.docs, [{"stage": "text.partial_dedup", "action": "flag"}], "zh"))
-    assert r["f1"] >= 0.9, r
+    assert r["f1"] >= 0.95 and r["found_same_topic"].startswith("0/"), r
 
 
 def test_partial_copy_finds_rekeyed_books_and_no_false_pair():
