@@ -236,6 +236,17 @@ def test_cards_next_to_other_numbers_are_found_whole(pii):
     assert out == ["Card <CREDIT_CARD> 02/28, CVC 123", "paid by <CREDIT_CARD> 12 03/27", "<CREDIT_CARD> 7"]
 
 
+def test_card_runs_are_whole_printed_groups_at_an_edge():
+    from corpusforge.text.pii_numbers import card_spans
+
+    assert card_spans("4111111111111111 02") == [(0, 16)]
+    assert card_spans("12 4111 1111 1111 1111") == [(3, 22)]
+    # a list of numbers is not searched for a card: only printed groupings at either end count
+    digits = "4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1"
+    assert card_spans("7 " + digits + " 3") == [] and card_spans(digits.replace(" ", "")) == [(0, 16)]
+    assert card_spans("1201 4111 1111 1111 1111 1202") == []
+
+
 def test_a_verified_number_wins_over_a_phone_guess(pii):
     # 4-4-4-1 digits and a count read as a 14-digit phone; the Luhn-valid card is what they are
     text = "4401-4004-6896-9 1"

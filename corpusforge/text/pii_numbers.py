@@ -89,8 +89,8 @@ class PaymentCardRecognizer(EntityRecognizer):
     """CREDIT_CARD: 12-19 digits, single spaces or dashes between groups, Luhn and a network's
     prefix and length."""
 
-    # up to 40 digits: a card and the numbers around it ("no. 12 4111 ... 1111 04 29") are one candidate,
-    # and card_spans finds the card among its groups
+    # up to 40 digits: a card and a number beside it ("4111 ... 1111 04/29", "no. 12 4111 ... 1111") are
+    # one candidate, and card_spans finds the card among its groups
     CANDIDATE = regex.compile(r"(?<![\p{Latin}\d\-.,+])\d(?:[ \-]?\d){11,39}(?![\p{Latin}\d]|[.,]\d)")
 
     def __init__(self, supported_language: str = "xx"):
@@ -111,28 +111,35 @@ GROUP = regex.compile(r"\d+")
 
 
 def card_spans(candidate: str) -> list[tuple[int, int]]:
-    """Cards inside a candidate digit run: the whole run, else runs of whole groups.
+    """Cards inside a candidate digit run: the whole run, else runs of whole groups printed as
+    cards are printed.
 
     The candidate pattern is greedy, so a card followed by a short number ("4111111111111111 02/28",
     "card 4111 1111 1111 1111 0") or preceded by one ("no. 12 4111 ...") is one candidate that fails
-    Luhn; the card is a run of its whole groups. Groups are never split: a plain digit run is either
-    a card or not. When several runs pass (one in ten does by chance), a run grouped as cards are
-    printed (4-4-4-4..., Amex/Diners 4-6-5 and 4-6-4) comes first, then the leftmost, then the longest.
+    Luhn; the card is a run of its whole groups at either end of the candidate. Groups are never
+    split, and a run counts only when it is grouped as cards are printed (one plain run,
+    4-4-4-4..., Amex 4-6-5, Diners 4-6-4): any run of a list of numbers ("3 5 7 12 4 ...",
+    "1201 1202 1203 ...") passes Luhn by chance one time in ten, so the runs tried are kept few.
+    Then the leftmost, then the longest.
     """
     if is_card(candidate):
         return [(0, len(candidate))]
     groups = [(g.start(), g.end()) for g in GROUP.finditer(candidate)]
     passing = []
     for i in range(len(groups)):
+        sizes: list[int] = []
         for j in range(i, len(groups)):
+            sizes.append(groups[j][1] - groups[j][0])
+            if sum(sizes) > 19:
+                break                                # no card is longer: runs stay O(groups x 19)
+            printed = (len(sizes) == 1 or all(n == 4 for n in sizes[:-1]) and sizes[-1] <= 4
+                       or sizes in ([4, 6, 5], [4, 6, 4]))
             s, e = groups[i][0], groups[j][1]
-            if is_card(candidate[s:e]):
-                sizes = [b - a for a, b in groups[i:j + 1]]
-                printed = (len(sizes) == 1 or all(n == 4 for n in sizes[:-1]) and sizes[-1] <= 4
-                           or sizes in ([4, 6, 5], [4, 6, 4]))
-                passing.append((not printed, s, s - e, e))
+            at_edge = i == 0 or j == len(groups) - 1
+            if printed and at_edge and sum(sizes) >= 12 and is_card(candidate[s:e]):
+                passing.append((s, s - e, e))
     found: list[tuple[int, int]] = []
-    for _, s, _, e in sorted(passing):
+    for s, _, e in sorted(passing):
         if all(e <= fs or s >= fe for fs, fe in found):
             found.append((s, e))
     return sorted(found)

@@ -132,12 +132,14 @@ class CjkSafeUrlRecognizer(UrlRecognizer):
     """
 
     TRIM = ".,;:!?)]}'\""
-    URL_CHARS = regex.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&*+,;=%]*")
+    # the rest of a host name cut inside a label, its port and its path (presidio's path shape)
+    HOST_REST = regex.compile(r"[A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*(?::\d+)?(?:/[^\s()<>\"']*)?")
 
     def analyze(self, text: str, entities: List[str], nlp_artifacts=None, regex_flags=None) -> List[RecognizerResult]:
         out = []
         for r in super().analyze(text, entities, nlp_artifacts, regex_flags):
-            r.end = self.URL_CHARS.match(text, r.end).end()
+            if r.end < len(text) and (text[r.end].isascii() and text[r.end].isalnum() or text[r.end] == "-"):
+                r.end = self.HOST_REST.match(text, r.end).end()
             span = text[r.start:r.end]
             cut = next((i for i, ch in enumerate(span) if ord(ch) > 127), len(span))
             span = span[:cut].rstrip(self.TRIM)
