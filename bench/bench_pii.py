@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 DATA = ROOT.parent / "shared" / "data" / "text"
 
 from corpusforge.stage import StageStats  # noqa: E402
-from corpusforge.text.pii import Pii  # noqa: E402
+from corpusforge.text.pii import FOLD_FULL_WIDTH, Pii  # noqa: E402
 from corpusforge.text.pii_recognizers import CN_ID_CHECK, CN_ID_WEIGHTS, luhn_ok  # noqa: E402
 
 def _luhn_complete(prefix: str, length: int, rng: random.Random) -> str:
@@ -126,7 +126,8 @@ def run(stage: Pii):
         t0 = time.perf_counter()
         base_found, base_text = [], []
         for d in docs:
-            r = analyzer.analyze(text=d, language="xx", entities=stage.config.entities,
+            # the stage reads full-width digits as ASCII (offsets unchanged): presidio gets that view too
+            r = analyzer.analyze(text=d.translate(FOLD_FULL_WIDTH), language="xx", entities=stage.config.entities,
                                  score_threshold=stage.config.min_score)
             base_text.append(anonymizer.anonymize(text=d, analyzer_results=r, operators=ops).text if r else d)
             base_found.append(r)

@@ -30,11 +30,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict
 
-from corpusforge.errors import AccountingError
+from corpusforge.errors import AccountingError, CorpusforgeError
 
 REJECT_REASON = "reject_reason"
 REJECT_DETAIL = "reject_detail"
 REJECT_STAGE = "reject_stage"
+STAGE_ERROR = "stage_error"     # a record on which the stage's code raised (see process_isolating)
 
 
 class StageConfig(BaseModel):
@@ -223,6 +224,59 @@ def empty_rejected(table: pa.Table) -> pa.Table:
 def _value_counts(arr: pa.Array) -> tuple[list, list]:
     vc = pc.value_counts(arr)
     return vc.field("values").to_pylist(), vc.field("counts").to_pylist()
+
+
+def process_isolating(stage: Stage, table: pa.Table, stats: StageStats) -> StageResult:
+    """``stage.process`` on the batch; when it raises, the batch again row by row, and each row on
+    which it raises is rejected as ``stage_error`` with the exception in its detail.
+
+    A record that breaks a library (a cloud whose coordinates overflow into NaN, a decoder bug)
+    then costs that record, not its batch and not the run: a failed unit is retried and fails
+    again on the same record, so without this the run could never finish. Errors the user acts
+    on (config), the runner's own (accounting), memory and the environment's (``_record_error``)
+    still fail the unit.
+    Stats come from the attempt that stands: a failed batch attempt counts nothing.
+    """
+    attempt = StageStats()
+    try:
+        result = stage.process(table, attempt)
+    except Exception as exc:
+        if not _record_error(exc):
+            raise
+        attempt = StageStats()
+        kept, rejected, created = [], [], 0
+        for i in range(table.num_rows):
+            row, one = table.slice(i, 1), StageStats()
+            try:
+                r = stage.process(row, one)
+            except Exception as exc:
+                if not _record_error(exc):
+                    raise
+                detail = f"{stage.name}: {type(exc).__name__}: {exc}"[:1000]
+                r = split(row, pa.array([STAGE_ERROR], pa.string()), pa.array([detail], pa.string()), one)
+            attempt.merge(one)
+            kept.append(r.kept)
+            rejected.append(r.rejected)
+            created += r.created
+        result = StageResult(_concat_nonempty(kept, table), _concat_nonempty(rejected, empty_rejected(table)), created)
+    stats.rejected_by_reason.update(attempt.rejected_by_reason)
+    stats.counters.update(attempt.counters)
+    return result
+
+
+def _record_error(exc: Exception) -> bool:
+    """Whether an exception inside a stage is the record's doing. Not: errors the user acts on
+    (config), the runner's own, memory, and the environment's (an OS error with an errno: disk
+    full, a network or object-store failure), which fail the unit so that it is retried or the run
+    stops. PIL's "image file is truncated" is an OSError without an errno: the record's."""
+    if isinstance(exc, (CorpusforgeError, MemoryError, ConnectionError, TimeoutError)):
+        return False
+    return not (isinstance(exc, OSError) and exc.errno is not None)
+
+
+def _concat_nonempty(tables: list[pa.Table], empty: pa.Table) -> pa.Table:
+    tables = [t for t in tables if t.num_rows]
+    return pa.concat_tables(tables, promote_options="default") if tables else empty.slice(0, 0)
 
 
 def run_checked(stage: Stage, table: pa.Table, stats: StageStats, fn) -> StageResult:

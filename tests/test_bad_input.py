@@ -154,6 +154,47 @@ def test_a_reader_crash_is_a_rejected_row_not_a_failed_run(tmp_path, monkeypatch
     assert "RuntimeError" in row["reject_detail"]
 
 
+def test_a_stage_that_raises_on_one_record_rejects_that_record_not_the_run(tmp_path, monkeypatch):
+    from corpusforge.text.normalize import Normalize
+
+    (tmp_path / "in").mkdir()
+    lines = [json.dumps({"text": f"document {i} " * 5 + ("BOOM" if i == 3 else "")}) for i in range(8)]
+    (tmp_path / "in" / "a.jsonl").write_text("\n".join(lines) + "\n")
+    original = Normalize.process
+
+    def fragile(self, table, stats):
+        stats.counters["calls"] += 1
+        if any("BOOM" in t for t in table.column("text").to_pylist()):
+            raise FloatingPointError("a library failing on one hostile record")
+        return original(self, table, stats)
+
+    monkeypatch.setattr(Normalize, "process", fragile)
+    summary, out, rejected = run_text(tmp_path, [{"format": "jsonl", "paths": [str(tmp_path / "in")], "source": "s"}],
+                                      [{"stage": "text.normalize"}])
+    t = summary.stats["totals"]
+    assert t["accounting_ok"] and t["kept"] == 7 and t["rejected"] == 1
+    row = rejected.to_pylist()[0]
+    assert row["reject_reason"] == "stage_error" and row["reject_stage"] == "text.normalize"
+    assert "FloatingPointError" in row["reject_detail"] and "BOOM" in row["text"]
+    st = summary.stats["stages"]["00:text.normalize"]
+    assert st["rejected_by_reason"] == {"stage_error": 1} and st["counters"]["calls"] == 8   # the failed batch counts nothing
+
+
+def test_a_config_error_inside_a_stage_still_stops_the_run(tmp_path, monkeypatch):
+    from corpusforge.errors import ConfigError
+    from corpusforge.text.normalize import Normalize
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.jsonl").write_text(json.dumps({"text": "a document"}) + "\n")
+
+    def misconfigured(self, table, stats):
+        raise ConfigError("stages.0.model: file not found")
+
+    monkeypatch.setattr(Normalize, "process", misconfigured)
+    with pytest.raises(Exception, match="stages.0.model"):
+        run_text(tmp_path, [{"format": "jsonl", "paths": [str(tmp_path / "in")], "source": "s"}], [{"stage": "text.normalize"}])
+
+
 def test_rejected_output_is_identical_between_runs(tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "bad.png").write_bytes(b"not an image at all")

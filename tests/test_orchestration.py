@@ -168,14 +168,14 @@ def test_failing_shard_is_retried_then_reported_and_the_rest_kept(server, tmp_pa
     cfg = _cfg(tmp_path, out="flow", stages=stages)
     r = _flow(server, _write(cfg, tmp_path / "c.yaml"))
     assert r.returncode != 0
-    assert "1 of 6 units failed after retries" in r.stderr and "unit 3: RuntimeError: planted failure" in r.stderr
+    assert "1 of 6 units failed after retries" in r.stderr and "unit 3: OSError: [Errno 5] planted failure" in r.stderr
     done = sorted(p.name for p in (tmp_path / "flow" / "_work" / "seg0").glob("*.done.json"))
     assert len(done) == 5 and not (tmp_path / "flow" / "_manifest.json").exists()
     # the CLI says the same and exits 1; after the cause is fixed, --resume finishes the rest only
     cli = [sys.executable, "-m", "corpusforge", "run", str(_write(dict(cfg, output={"path": str(tmp_path / "cli")}),
                                                                   tmp_path / "d.yaml")), "-q"]
     r = subprocess.run(cli, env=server, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 1 and "unit 3: RuntimeError: planted failure" in r.stderr + r.stdout
+    assert r.returncode == 1 and "unit 3: OSError: [Errno 5] planted failure" in r.stderr + r.stdout
 
 
 def test_kill_9_flow_mid_run_then_resume_is_byte_identical(server, tmp_path):

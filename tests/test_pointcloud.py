@@ -216,6 +216,15 @@ def test_completion_pads_attributes():
     assert len(filled.colors) == len(filled.xyz) == len(cloud.xyz) + added
 
 
+def test_completion_leaves_a_cloud_without_a_usable_surface_as_it_is():
+    # coordinates near float32's range overflow in Poisson's solve: no surface, the cloud passes
+    # unchanged (this used to raise "Probabilities contain NaN" and fail the run)
+    cloud = load("bun0.pcd")
+    huge = Cloud((cloud.xyz * 1e30).astype(np.float32), None, None, None)
+    filled, added = Complete(Complete.Config()).fill(huge)
+    assert added == 0 and np.array_equal(filled.xyz, huge.xyz)
+
+
 # --- augmentation ---------------------------------------------------------------------------
 
 def test_augment_ops_deterministic_and_linked_to_parent():

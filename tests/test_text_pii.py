@@ -10,7 +10,7 @@ import pytest
 
 from conftest import shared
 from corpusforge.stage import StageStats
-from corpusforge.text.pii import Pii
+from corpusforge.text.pii import FOLD_FULL_WIDTH, Pii
 from corpusforge.text.pii_recognizers import cn_id_ok, luhn_ok
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
@@ -136,7 +136,7 @@ def test_windows_give_exactly_presidios_findings(config):
     rng = random.Random(0)
     for docs in corpora(seed=3).values():
         for d in rng.sample(docs, 300) + ["see vpa2...an and x.com，www.例子.cn/路径 then 'http://a.org/x'"]:
-            full = analyzer.analyze(text=d, language="xx", entities=pii.config.entities,
+            full = analyzer.analyze(text=d.translate(FOLD_FULL_WIDTH), language="xx", entities=pii.config.entities,
                                     score_threshold=pii.config.min_score)
             assert {(r.entity_type, r.start, r.end) for r in Pii._resolve(full)} == \
                    {(r.entity_type, r.start, r.end) for r in pii.find(d)}
@@ -245,6 +245,17 @@ def test_card_runs_are_whole_printed_groups_at_an_edge():
     digits = "4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1"
     assert card_spans("7 " + digits + " 3") == [] and card_spans(digits.replace(" ", "")) == [(0, 16)]
     assert card_spans("1201 4111 1111 1111 1111 1202") == []
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("手机：１３８１２３４５６７８", "手机：<PHONE>"),
+    ("卡号：４１１１ １１１１ １１１１ １１１１，", "卡号：<CREDIT_CARD>，"),
+    ("身份证１１０１０５１９４９１２３１００２X", "身份证<ID_NUMBER>"),
+    ("Call +４４ ２０ ７９４６ ０９５８ today", "Call <PHONE> today"),
+    ("价格１２３４５６７元", "价格１２３４５６７元"),                # an amount stays, full-width or not
+])
+def test_full_width_digits_are_read_as_digits(pii, text, expected):
+    assert scrub(pii, [text])[0].kept.column("text")[0].as_py() == expected
 
 
 def test_a_verified_number_wins_over_a_phone_guess(pii):

@@ -58,7 +58,10 @@ class Complete(Stage):
         mesh, _ = o3d.geometry.TriangleMesh.create_from_point_cloud_poisson(pc, depth=c.depth,
                                                                        n_threads=1 if c.deterministic else -1)
         # sample the surface with our own seeded generator: Open3D's sampler ignores its seed
-        new, new_normals = sample_surface(mesh, int(len(cloud.xyz) * c.samples_factor), np.random.default_rng(seed))
+        sampled = sample_surface(mesh, int(len(cloud.xyz) * c.samples_factor), np.random.default_rng(seed))
+        if sampled is None:              # no usable surface (coordinates that overflow, a flat mesh)
+            return cloud, 0
+        new, new_normals = sampled
         d, _ = cKDTree(cloud.xyz).query(new)
         keep = (d <= c.max_distance_factor * s) & (d >= c.min_distance_factor * s)
         if not keep.any():
@@ -80,13 +83,20 @@ class Complete(Stage):
         return split(table, pa.nulls(table.num_rows, pa.string()), None, stats)
 
 
-def sample_surface(mesh, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` points uniform over a triangle mesh's area, with the triangles' normals."""
+def sample_surface(mesh, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray] | None:
+    """``n`` points uniform over a triangle mesh's area, with the triangles' normals; None when the
+    mesh has no finite, positive area to sample."""
     v = np.asarray(mesh.vertices)
     tri = np.asarray(mesh.triangles)
+    if not len(tri) or not np.isfinite(v).all():
+        return None
     a, b, cc = v[tri[:, 0]], v[tri[:, 1]], v[tri[:, 2]]
-    cross = np.cross(b - a, cc - a)
-    area = np.linalg.norm(cross, axis=1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        cross = np.cross(b - a, cc - a)
+        area = np.linalg.norm(cross, axis=1)
+        total = area.sum()
+    if not np.isfinite(total) or total <= 0:
+        return None
     pick = rng.choice(len(tri), size=n, p=area / area.sum())
     r1, r2 = np.sqrt(rng.random(n))[:, None], rng.random(n)[:, None]
     pts = (1 - r1) * a[pick] + r1 * (1 - r2) * b[pick] + r1 * r2 * cc[pick]

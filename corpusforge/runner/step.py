@@ -17,7 +17,8 @@ from corpusforge.errors import AccountingError, describe
 from corpusforge.io.readers.base import ReadBatch, Reader, file_error_row, file_size, input_path
 from corpusforge.io.writer import ShardWriter
 from corpusforge.runner.plan import READ_STAGE, Plan, Unit, UnitResult
-from corpusforge.stage import REJECT_DETAIL, REJECT_STAGE, StageResult, StageStats, run_checked, write_decisions
+from corpusforge.stage import (REJECT_DETAIL, REJECT_STAGE, StageResult, StageStats, process_isolating, run_checked,
+                               write_decisions)
 
 
 def _coalesce(batches: Iterator[pa.Table], rows: int, nbytes: int = 64 << 20) -> Iterator[pa.Table]:
@@ -97,7 +98,7 @@ def run_unit(plan: Plan, segment_index: int, unit: Unit) -> UnitResult:
                 if batch.num_rows == 0:
                     break
                 st = stats.setdefault(plan.stage_key(position, stage), StageStats())
-                res: StageResult = run_checked(stage, batch, st, lambda t, s=stage, st=st: s.process(t, st))
+                res: StageResult = run_checked(stage, batch, st, lambda t, s=stage, st=st: process_isolating(s, t, st))
                 reject(res.rejected, stage.name)
                 batch = res.kept
             if batch.num_rows:

@@ -33,6 +33,7 @@ Records get ``count_pii_<type>`` columns: how many were replaced, never the valu
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 import numpy as np
@@ -90,6 +91,9 @@ RUN_MARGIN = 3
 # identifiers whose recognizer verifies a check digit: when one overlaps a shape-only finding
 # (a phone guessed from digit groups), the verified one is what the digits are
 CHECK_DIGIT = {"CREDIT_CARD", "CN_BANK_CARD", "CN_RESIDENT_ID", "IBAN_CODE"}
+# full-width digits and signs -> ASCII, character for character (offsets unchanged)
+FOLD_FULL_WIDTH = str.maketrans({**{chr(0xFF10 + i): str(i) for i in range(10)}, "＋": "+", "－": "-"})
+FULL_WIDTH = re.compile("[０-９＋－]")
 # windows closer than this are analyzed as one: each presidio call has a fixed cost (registry
 # lookup, context pass, copies) that outweighs scanning a few hundred more characters
 MERGE_GAP = 256
@@ -232,7 +236,13 @@ class Pii(Stage):
     def find_raw(self, text: str) -> list:
         """presidio's findings on ``text`` (score >= min_score, overlaps included, as the anonymizer
         expects them), computed on the windows around pre-scan hits with the recognizers those
-        hits call for; identical to analyzing the whole text with every recognizer."""
+        hits call for; identical to analyzing the whole text with every recognizer.
+
+        Full-width digits, plus and minus signs (``１３８１２３４５６７８``, common in Chinese text
+        that was not NFKC-normalized) are read as ASCII: one character for one, so the offsets are
+        the text's own."""
+        if FULL_WIDTH.search(text):
+            text = text.translate(FOLD_FULL_WIDTH)
         ner = self.config.ner_entities()
         found = self._analyze(text, ner) if ner else []
         structured = [e for e in self.config.entities if e not in NER_ENTITIES]

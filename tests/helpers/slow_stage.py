@@ -1,5 +1,6 @@
 """A stage for tests: passes rows through after a pause, so a run can be killed mid-way."""
 
+import errno
 import os
 import signal
 import time
@@ -25,7 +26,7 @@ class Sleep(Stage):
         time.sleep(self.config.seconds)
         texts = table.column("text").to_pylist()
         if self.config.fail_on_text and self.config.fail_on_text in texts:
-            raise RuntimeError("planted failure")
+            raise OSError(errno.EIO, "planted failure")     # the environment's, not the record's: the unit fails
         if self.config.die_once_on_text in texts and not os.path.exists(self.config.die_marker):
             open(self.config.die_marker, "w").close()
             os.kill(os.getpid(), signal.SIGKILL)          # a worker dying: no exception, no cleanup
