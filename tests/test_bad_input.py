@@ -9,12 +9,14 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import zstandard
 
 from conftest import text_config
 from corpusforge import runner
+from corpusforge.io.dataset import Dataset
 from corpusforge.io.readers.jsonl import JsonlReader
 from corpusforge.io.readers.tabular import CsvReader
 
@@ -133,6 +135,28 @@ def test_truncated_file_keeps_its_good_lines_and_its_bad_lines_reasons(tmp_path)
 
 
 # -- run-level accounting: every listed file, deterministic details --------------------------------
+
+def test_parquet_text_of_every_arrow_type_and_nulls(tmp_path):
+    # each file used to pass its own column type through (binary, dictionary, large_string: the unit
+    # failed merging them) or lose the whole file as "truncated_file" (a null, an int column)
+    d = tmp_path / "in"
+    d.mkdir()
+    good = "a real sentence of text " * 5
+    pq.write_table(pa.table({"text": [good, None, good + "2"]}), d / "nulls.parquet")
+    pq.write_table(pa.table({"text": pa.array([good.encode(), b"bad \xff"], pa.binary())}), d / "binary.parquet")
+    pq.write_table(pa.table({"text": pa.array([good, good], pa.string()).dictionary_encode()}), d / "dict.parquet")
+    pq.write_table(pa.table({"text": pa.array([good + "3"], pa.large_string()), "lang": [7]}), d / "large.parquet")
+    pq.write_table(pa.table({"text": [1, 2]}), d / "ints.parquet")
+    summary, out, rejected = run_text(tmp_path, [{"format": "parquet", "paths": [str(d)], "source": "s"}])
+    t = summary.stats["totals"]
+    assert t["accounting_ok"] and t["kept"] == 6 and t["rejected"] == 4
+    why = sorted((Path(r["src_path"]).name, r["src_row"], r["reject_reason"]) for r in rejected.to_pylist())
+    assert why == [("binary.parquet", 1, "invalid_utf8"), ("ints.parquet", 0, "wrong_column_type"),
+                   ("ints.parquet", 1, "wrong_column_type"), ("nulls.parquet", 1, "missing_text_field")]
+    kept = Dataset.open(out).read()
+    assert sorted(kept.column("src_row").to_pylist()) == [0, 0, 0, 0, 1, 2]
+    assert kept.filter(pc.equal(kept.column("text"), good + "3")).column("lang").to_pylist() == ["7"]
+
 
 def test_a_reader_crash_is_a_rejected_row_not_a_failed_run(tmp_path, monkeypatch):
     (tmp_path / "in").mkdir()

@@ -55,38 +55,102 @@ class ParquetReader(Reader):
                 f"no column {payload!r} (map one with `columns: {{{payload}: <column>}}`)"))
             return
         offset = 0
-        try:
-            for batch in pf.iter_batches(batch_size=self.batch_rows):
-                table = pa.Table.from_batches([batch]).rename_columns(
-                    [rename.get(c, c) for c in batch.schema.names])
-                yield ReadBatch(self._to_records(table, schema, path, offset, payload, cfg))
-                offset += batch.num_rows
-        except Exception as exc:  # noqa: BLE001 - corrupt page or column chunk
-            yield ReadBatch(schema.empty_table(), file_error_row(
-                self.kind, cfg.source, path, "truncated_file", f"after row {offset}: {describe_os_error(exc)}",
-                row=offset))
+        batches = pf.iter_batches(batch_size=self.batch_rows)
+        while True:
+            try:
+                batch = next(batches, None)
+            except Exception as exc:  # noqa: BLE001 - corrupt page or column chunk
+                yield ReadBatch(schema.empty_table(), file_error_row(
+                    self.kind, cfg.source, path, "truncated_file", f"after row {offset}: {describe_os_error(exc)}",
+                    row=offset))
+                return
+            if batch is None:
+                return
+            table = pa.Table.from_batches([batch]).rename_columns([rename.get(c, c) for c in batch.schema.names])
+            yield self._to_records(table, schema, path, offset, payload, cfg)
+            offset += batch.num_rows
 
-    def _to_records(self, table, schema, path, offset, payload, cfg) -> pa.Table:
+    def _payload(self, column: pa.ChunkedArray, target: pa.DataType) -> tuple[pa.Array, dict[int, tuple[str, str]]]:
+        """The payload column in the schema's type, and {row: (reason, detail)} for rows that have
+        none: nulls, bytes that are not UTF-8, a column of another type altogether."""
+        col = column.combine_chunks()
+        name = PAYLOAD[self.kind]
+        bad: dict[int, tuple[str, str]] = {}
+        missing = "missing_text_field" if self.kind == "text" else "missing_column"
+        if self.kind == "text" and (pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type)):
+            texts = []
+            for i, v in enumerate(col.to_pylist()):
+                try:
+                    texts.append(None if v is None else v.decode("utf-8"))
+                except UnicodeDecodeError as exc:
+                    texts.append(None)
+                    bad[i] = ("invalid_utf8", f"row {i}: invalid UTF-8 at byte {exc.start}")
+            col = pa.array(texts, pa.string())
+        else:
+            base = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+            # text is text and an image is bytes: numbers are not cast into either
+            same_kind = {"text": pa.types.is_string(base) or pa.types.is_large_string(base),
+                         "image": pa.types.is_binary(base) or pa.types.is_large_binary(base)}.get(self.kind, True)
+            try:
+                if not same_kind:
+                    raise pa.ArrowTypeError(base)
+                col = pc.cast(col, target)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                why = f"column {name!r} is {column.type}, expected {target}"
+                return pa.nulls(len(col), target), {i: ("wrong_column_type", why) for i in range(len(col))}
+        for i in pc.indices_nonzero(pc.is_null(col)).to_pylist():
+            bad.setdefault(i, (missing, f"row {i}: {name!r} is null"))
+        return col, bad
+
+    def _to_records(self, table, schema, path, offset, payload, cfg) -> ReadBatch:
+        values, bad = self._payload(table.column(payload), schema.arrow.field(payload).type)
+        rejected = None
+        if bad:
+            rows = sorted(bad)
+            raw = table.column(payload).take(pa.array(rows, pa.int64())).to_pylist()
+            rejected = pa.concat_tables([file_error_row(
+                self.kind, cfg.source, path, bad[i][0], bad[i][1].replace(f"row {i}:", f"row {offset + i}:"),
+                row=offset + i, payload=(str(v)[:10_000].encode() if self.kind == "text" and v is not None else b""))
+                for i, v in zip(rows, raw)], promote_options="default")
+            keep = pa.array([i not in bad for i in range(table.num_rows)])
+            table, values = table.filter(keep), values.filter(keep)
+            src_rows = [offset + i for i in range(len(keep)) if keep[i].as_py()]
+        else:
+            src_rows = list(range(offset, offset + table.num_rows))
+        table = table.set_column(table.column_names.index(payload), payload, values)
+        return ReadBatch(self._records(table, schema, path, src_rows, payload, cfg), rejected)
+
+    def _records(self, table, schema, path, src_rows, payload, cfg) -> pa.Table:
         n = table.num_rows
         known = set(schema.arrow.names)
-        extra = [c for c in table.column_names if c not in known]
+        # record-schema columns of another type are cast; one that cannot be goes to meta, never lost
+        typed = {}
+        for name in table.column_names:
+            if name in known and name not in ("source", "src_path", "src_row"):
+                try:
+                    typed[name] = pc.cast(table.column(name), schema.arrow.field(name).type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                    pass
+        extra = [c for c in table.column_names if c not in typed and c not in ("source", "src_path", "src_row")]
         cols = {}
         cols["source"] = pa.array([cfg.source] * n, pa.string())
-        if "id" not in table.column_names:
+        ids = typed.get("id")
+        if ids is None or ids.null_count:
             values = table.column(payload).to_pylist()
             if self.kind == "pointcloud":
                 values = [pa.array(v, pa.list_(pa.float32(), 3)).flatten().to_numpy().tobytes() for v in values]
-            cols["id"] = pa.array([record_id(cfg.source, v) for v in values], pa.string())
-        if self.kind == "image" and "content_hash" not in table.column_names:
+            given = ids.to_pylist() if ids is not None else [None] * n
+            cols["id"] = pa.array([g if g is not None else record_id(cfg.source, v) for g, v in zip(given, values)],
+                                  pa.string())
+        if self.kind == "image" and "content_hash" not in typed:
             cols["content_hash"] = pa.array([xxhash.xxh3_128_hexdigest(v) for v in table.column("image").to_pylist()])
-        if self.kind == "pointcloud" and "n_points" not in table.column_names:
+        if self.kind == "pointcloud" and "n_points" not in typed:
             cols["n_points"] = pc.list_value_length(table.column("points")).cast(pa.int64())
         cols["src_path"] = pa.array([str(path)] * n, pa.string())
-        cols["src_row"] = pa.array(range(offset, offset + n), pa.int64())
-        if extra and cfg.keep_meta and "meta" not in table.column_names:
+        cols["src_row"] = pa.array(src_rows, pa.int64())
+        if extra and cfg.keep_meta and "meta" not in typed:
             rows = table.select(extra).to_pylist()
             cols["meta"] = pa.array([json.dumps(r, ensure_ascii=False, sort_keys=True, default=str) for r in rows])
-        for name in table.column_names:
-            if name in known and name not in ("source", "src_path", "src_row"):
-                cols[name] = table.column(name)
+        for name, col in typed.items():
+            cols.setdefault(name, col)
         return pa.table(cols)
