@@ -8,6 +8,9 @@ English (bench/data/quality/en.jsonl.gz)
   1  news articles' bodies, as annotated by people (scrapinghub/article-extraction-benchmark)
   1  main text of real web pages (trafilatura's test pages in English, extracted by trafilatura)
   1  speeches (NLTK's State of the Union and inaugural addresses, public domain)
+  1  other genres of good writing: film reviews by people (NLTK's movie_reviews, CC BY 4.0),
+     drama (Tiny Shakespeare, ../shared/data), technical documentation (docstrings of Python's
+     standard library, PSF licence)
   0  what else those same web pages hold: navigation, teasers, footers, cookie and share text,
      comment widgets (the page's visible text minus its main text, resiliparse), and whole pages
      whose main text is under half of their visible text (what a WET extract of them gives)
@@ -157,6 +160,53 @@ def english(root: Path):
                 if name.endswith(".txt"):
                     text = z.read(name).decode("utf-8", "replace").strip()
                     yield {"text": clip(text), "label": 1, "source": "en_speeches", "group": name}
+    yield from other_genres(m)
+
+
+def other_genres(m: "Mirror"):
+    """Good writing that is neither encyclopedia nor news, so that the classifier learns prose
+    against boilerplate rather than "looks like Wikipedia": people's film reviews, drama, and
+    technical documentation."""
+    import importlib
+    import inspect
+
+    with zipfile.ZipFile(io.BytesIO(m.read("packages/corpora/movie_reviews.zip"))) as z:
+        names = sorted(n for n in z.namelist() if n.endswith(".txt"))
+        for name in names[::7]:                       # 286 of the 2,000 reviews
+            text = detokenize_review(z.read(name).decode("utf-8", "replace"))
+            yield {"text": clip(text), "label": 1, "source": "en_reviews", "group": name}
+    plays = (SHARED / "tinyshakespeare.txt").read_text(encoding="utf-8")
+    for i in range(0, len(plays) - 2500, 2500 * 3):    # every third passage of 2,500 characters
+        start = plays.rfind("\n\n", 0, i) + 2 if i else 0
+        yield {"text": plays[start:start + 2500].rsplit("\n\n", 1)[0], "label": 1, "source": "en_drama",
+               "group": f"shakespeare-{i // 30_000}"}        # neighbouring passages on one side of the split
+    for module in DOC_MODULES:
+        mod = importlib.import_module(module)
+        seen = set()
+        for _, obj in sorted(inspect.getmembers(mod), key=lambda kv: kv[0]):
+            doc = inspect.getdoc(obj)
+            if doc and len(doc.split()) >= 80 and doc not in seen:
+                seen.add(doc)
+                yield {"text": clip(doc), "label": 1, "source": "en_docs", "group": f"stdlib-{module}"}
+
+
+# modules of Python's standard library whose docstrings are read as technical documentation
+DOC_MODULES = ["argparse", "asyncio", "collections", "csv", "datetime", "decimal", "email", "fractions", "heapq",
+               "http.client", "itertools", "json", "logging", "pathlib", "random", "re", "socket", "sqlite3",
+               "statistics", "string", "subprocess", "tarfile", "textwrap", "threading", "typing", "unittest",
+               "urllib.request", "xml.etree.ElementTree", "zipfile", "functools", "inspect", "pickle", "shutil",
+               "tempfile", "enum", "dataclasses", "contextlib", "codecs", "calendar", "difflib"]
+
+
+def detokenize_review(text: str) -> str:
+    """NLTK's movie reviews are lowercased and tokenized: join punctuation and clitics back and
+    capitalize sentence starts, so the rules read them as the prose they were."""
+    text = re.sub(r" ([.,;:!?)\]])", r"\1", text.replace("\n", " "))
+    text = re.sub(r"([(\[]) ", r"\1", text)
+    text = re.sub(r" (n't|'s|'re|'ve|'ll|'d|'m)\b", r"\1", text)
+    text = re.sub(r"\bi\b", "I", text)
+    text = re.sub(r"\s{2,}", " ", text.strip())
+    return re.sub(r"(^|[.!?] )([a-z])", lambda mm: mm.group(1) + mm.group(2).upper(), text)
 
 
 def chinese(root: Path):
@@ -190,7 +240,8 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     for lang, rows in (("en", english(args.mirrors)), ("zh", chinese(args.mirrors))):
         seen, n = set(), {}
-        with gzip.open(OUT / f"{lang}.jsonl.gz", "wt", encoding="utf-8") as f:
+        # mtime 0: the same sets make the same bytes
+        with io.TextIOWrapper(gzip.GzipFile(OUT / f"{lang}.jsonl.gz", "wb", mtime=0), encoding="utf-8") as f:
             for r in rows:
                 key = xxhash.xxh64_intdigest(r["text"].encode())
                 if key in seen:
