@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -18,7 +19,8 @@ import xxhash
 from pydantic import Field
 
 from corpusforge import schemas
-from corpusforge.io.readers.base import ReadBatch, Reader, ReaderConfig, describe_os_error, file_error_row, record_id
+from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, bad_rows, describe_os_error, file_error_row,
+                                         record_id)
 from corpusforge.io.storage import is_url
 
 PAYLOAD = {"text": "text", "image": "image", "pointcloud": "points"}
@@ -70,9 +72,10 @@ class ParquetReader(Reader):
             yield self._to_records(table, schema, path, offset, payload, cfg)
             offset += batch.num_rows
 
-    def _payload(self, column: pa.ChunkedArray, target: pa.DataType) -> tuple[pa.Array, dict[int, tuple[str, str]]]:
-        """The payload column in the schema's type, and {row: (reason, detail)} for rows that have
-        none: nulls, bytes that are not UTF-8, a column of another type altogether."""
+    def _payload(self, column: pa.ChunkedArray, target: pa.DataType,
+                 offset: int) -> tuple[pa.Array, dict[int, tuple[str, str]]]:
+        """The payload column in the schema's type, and {row in the batch: (reason, detail)} for rows
+        that have none: nulls, bytes that are not UTF-8, a column of another type altogether."""
         col = column.combine_chunks()
         name = PAYLOAD[self.kind]
         bad: dict[int, tuple[str, str]] = {}
@@ -84,7 +87,7 @@ class ParquetReader(Reader):
                     texts.append(None if v is None else v.decode("utf-8"))
                 except UnicodeDecodeError as exc:
                     texts.append(None)
-                    bad[i] = ("invalid_utf8", f"row {i}: invalid UTF-8 at byte {exc.start}")
+                    bad[i] = ("invalid_utf8", f"row {offset + i}: invalid UTF-8 at byte {exc.start}")
             col = pa.array(texts, pa.string())
         else:
             base = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
@@ -99,24 +102,25 @@ class ParquetReader(Reader):
                 why = f"column {name!r} is {column.type}, expected {target}"
                 return pa.nulls(len(col), target), {i: ("wrong_column_type", why) for i in range(len(col))}
         for i in pc.indices_nonzero(pc.is_null(col)).to_pylist():
-            bad.setdefault(i, (missing, f"row {i}: {name!r} is null"))
+            bad.setdefault(i, (missing, f"row {offset + i}: {name!r} is null"))
         return col, bad
 
     def _to_records(self, table, schema, path, offset, payload, cfg) -> ReadBatch:
-        values, bad = self._payload(table.column(payload), schema.arrow.field(payload).type)
+        values, bad = self._payload(table.column(payload), schema.arrow.field(payload).type, offset)
         rejected = None
+        src_rows = np.arange(offset, offset + table.num_rows)
         if bad:
             rows = sorted(bad)
             raw = table.column(payload).take(pa.array(rows, pa.int64())).to_pylist()
-            rejected = pa.concat_tables([file_error_row(
-                self.kind, cfg.source, path, bad[i][0], bad[i][1].replace(f"row {i}:", f"row {offset + i}:"),
-                row=offset + i, payload=(str(v)[:10_000].encode() if self.kind == "text" and v is not None else b""))
-                for i, v in zip(rows, raw)], promote_options="default")
-            keep = pa.array([i not in bad for i in range(table.num_rows)])
-            table, values = table.filter(keep), values.filter(keep)
-            src_rows = [offset + i for i in range(len(keep)) if keep[i].as_py()]
-        else:
-            src_rows = list(range(offset, offset + table.num_rows))
+            if self.kind == "text":     # one table for all of them (a whole column of numbers is many rows)
+                rejected = bad_rows(cfg.source, str(path), [("" if v is None else str(v)[:10_000], offset + i, *bad[i])
+                                                           for i, v in zip(rows, raw)])
+            else:
+                rejected = pa.concat_tables([file_error_row(self.kind, cfg.source, path, *bad[i], row=offset + i)
+                                             for i in rows], promote_options="default")
+            keep = np.ones(table.num_rows, bool)
+            keep[rows] = False
+            table, values, src_rows = table.filter(keep), values.filter(keep), src_rows[keep]
         table = table.set_column(table.column_names.index(payload), payload, values)
         return ReadBatch(self._records(table, schema, path, src_rows, payload, cfg), rejected)
 
