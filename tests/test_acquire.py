@@ -144,6 +144,17 @@ def test_hf_save_to_disk_read_directly(tmp_path):
     assert sorted(r["text"] for r in kept) == sorted(f"document {i}" for i in range(50))
     assert [r["reject_reason"] for r in rejected] == ["missing_text_field"]
     assert len({r["src_path"] for r in kept}) > 1                       # several Arrow shards, all read
+    # large_string text (what datasets writes for long documents) is text: it used to be rejected
+    # row by row as "not text"; numbers are never cast into text
+    big = datasets.Dataset.from_dict({"text": ["a long document", None], "n": [1, 2]},
+                                     features=datasets.Features({"text": datasets.Value("large_string"),
+                                                                 "n": datasets.Value("int64")}))
+    big.save_to_disk(str(tmp_path / "large"))
+    kept, rejected = read_all(HfDiskReader, tmp_path / "large")
+    assert [r["text"] for r in kept] == ["a long document"]
+    assert [r["reject_reason"] for r in rejected] == ["missing_text_field"]
+    kept, rejected = read_all(HfDiskReader, tmp_path / "large", text_field="n")
+    assert not kept and [r["reject_reason"] for r in rejected] == ["wrong_column_type"] * 2
     dd = datasets.DatasetDict({"train": ds.select(range(5)), "test": ds.select(range(5, 8))})
     dd.save_to_disk(str(tmp_path / "dict"))
     kept, _ = read_all(HfDiskReader, tmp_path / "dict")

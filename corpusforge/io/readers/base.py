@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import ClassVar, Iterator
 
+import numpy as np
 import pyarrow as pa
 import xxhash
 from pydantic import BaseModel, ConfigDict, Field
@@ -242,6 +243,34 @@ def bad_rows(source: str, src_path: str, bad: list[tuple[str, int, str, str]]) -
     return with_reasons(text_table(source, [b[0] for b in bad], src_path=src_path, src_rows=[b[1] for b in bad],
                                    ids=[record_id(source, f"{src_path}\0{b[1]}\0{b[0]}") for b in bad]),
                         [b[2] for b in bad], [b[3] for b in bad])
+
+
+def text_column(column: pa.Array | pa.ChunkedArray, offset: int,
+                name: str) -> tuple[pa.Array, dict[int, tuple[str, str]]]:
+    """An Arrow column read as document text (any string type, or bytes decoded as UTF-8), and
+    {row in the batch: (reason, detail)} for rows that hold none: ``missing_text_field`` (null),
+    ``invalid_utf8``, ``wrong_column_type`` (numbers, lists: never cast into text). Rows are
+    numbered from ``offset`` in the details."""
+    col = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    base = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+    bad: dict[int, tuple[str, str]] = {}
+    if pa.types.is_binary(base) or pa.types.is_large_binary(base):
+        texts = []
+        for i, v in enumerate(col.to_pylist()):
+            try:
+                texts.append(None if v is None else v.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                texts.append(None)
+                bad[i] = ("invalid_utf8", f"row {offset + i}: invalid UTF-8 at byte {exc.start}")
+        col = pa.array(texts, pa.string())
+    elif pa.types.is_string(base) or pa.types.is_large_string(base):
+        col = col.cast(pa.string())
+    else:
+        why = f"column {name!r} is {column.type}, expected text"
+        return pa.nulls(len(col), pa.string()), {i: ("wrong_column_type", why) for i in range(len(col))}
+    for i in np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False)):
+        bad.setdefault(int(i), ("missing_text_field", f"row {offset + i}: {name!r} is null"))
+    return col, bad
 
 
 def file_error_row(kind: str, source: str, path: Path, reason: str, detail: str, row: int | None = None,

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from corpusforge import schemas
 from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, bad_rows, describe_os_error, file_error_row,
-                                         record_id)
+                                         record_id, text_column)
 from corpusforge.io.storage import is_url
 
 PAYLOAD = {"text": "text", "image": "image", "pointcloud": "points"}
@@ -76,34 +76,20 @@ class ParquetReader(Reader):
                  offset: int) -> tuple[pa.Array, dict[int, tuple[str, str]]]:
         """The payload column in the schema's type, and {row in the batch: (reason, detail)} for rows
         that have none: nulls, bytes that are not UTF-8, a column of another type altogether."""
-        col = column.combine_chunks()
         name = PAYLOAD[self.kind]
-        bad: dict[int, tuple[str, str]] = {}
-        missing = "missing_text_field" if self.kind == "text" else "missing_column"
-        if self.kind == "text" and (pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type)):
-            texts = []
-            for i, v in enumerate(col.to_pylist()):
-                try:
-                    texts.append(None if v is None else v.decode("utf-8"))
-                except UnicodeDecodeError as exc:
-                    texts.append(None)
-                    bad[i] = ("invalid_utf8", f"row {offset + i}: invalid UTF-8 at byte {exc.start}")
-            col = pa.array(texts, pa.string())
-        else:
-            base = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
-            # text is text and an image is bytes: numbers are not cast into either
-            same_kind = {"text": pa.types.is_string(base) or pa.types.is_large_string(base),
-                         "image": pa.types.is_binary(base) or pa.types.is_large_binary(base)}.get(self.kind, True)
-            try:
-                if not same_kind:
-                    raise pa.ArrowTypeError(base)
-                col = pc.cast(col, target)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-                why = f"column {name!r} is {column.type}, expected {target}"
-                return pa.nulls(len(col), target), {i: ("wrong_column_type", why) for i in range(len(col))}
-        for i in pc.indices_nonzero(pc.is_null(col)).to_pylist():
-            bad.setdefault(i, (missing, f"row {offset + i}: {name!r} is null"))
-        return col, bad
+        if self.kind == "text":
+            return text_column(column, offset, name)
+        col = column.combine_chunks()
+        base = col.type.value_type if pa.types.is_dictionary(col.type) else col.type
+        try:
+            if self.kind == "image" and not (pa.types.is_binary(base) or pa.types.is_large_binary(base)):
+                raise pa.ArrowTypeError(base)           # an image is bytes: numbers are not cast into it
+            col = pc.cast(col, target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            why = f"column {name!r} is {column.type}, expected {target}"
+            return pa.nulls(len(col), target), {i: ("wrong_column_type", why) for i in range(len(col))}
+        return col, {int(i): ("missing_column", f"row {offset + i}: {name!r} is null")
+                     for i in np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))}
 
     def _to_records(self, table, schema, path, offset, payload, cfg) -> ReadBatch:
         values, bad = self._payload(table.column(payload), schema.arrow.field(payload).type, offset)

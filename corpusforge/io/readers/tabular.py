@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pydantic import Field
 
 from corpusforge.io.readers.base import (bad_rows, ReadBatch, Reader, ReaderConfig, describe_os_error, dumps_meta, file_error_row,
-                                         open_maybe_compressed, record_id, text_table, truncated_batch, with_reasons)
+                                         open_maybe_compressed, text_column, text_table, truncated_batch)
 from corpusforge.io.storage import is_url
 
 
@@ -158,22 +157,12 @@ class HfDiskReader(Reader):
                 if cfg.keep_meta and (others or split):
                     table = pa.Table.from_batches([batch.select(others)])
                     metas = [dumps_meta(dict(r, **({"split": split} if split else {}))) for r in table.to_pylist()]
-                is_text = pa.types.is_string(text.type) or pa.types.is_large_string(text.type)
-                valid = pc.is_valid(text).to_pylist() if is_text else [False] * n
-                good = [i for i, v in enumerate(valid) if v]
-                bad = [i for i, v in enumerate(valid) if not v]
-                why = "null" if is_text else f"a {text.type} column, not text"
-                texts = text.take(pa.array(good, pa.int64())).to_pylist() if good else []
+                values, bad = text_column(text, start, cfg.text_field)
+                good = [i for i in range(n) if i not in bad]
+                texts = values.take(pa.array(good, pa.int64())).to_pylist() if good else []
                 records = text_table(cfg.source, texts, src_path=src, src_rows=[rows[i] for i in good],
                                      metas=[metas[i] for i in good])
-                rejected = None
-                if bad:
-                    rejected = with_reasons(
-                        text_table(cfg.source, [""] * len(bad), src_path=src, src_rows=[rows[i] for i in bad],
-                                   ids=[record_id(cfg.source, f"{src}\0{rows[i]}") for i in bad]),
-                        ["missing_text_field"] * len(bad),
-                        [f"row {rows[i]}: {cfg.text_field!r} is {why}" for i in bad])
-                yield ReadBatch(records, rejected)
+                yield ReadBatch(records, bad_rows(cfg.source, src, [("", rows[i], *bad[i]) for i in sorted(bad)]))
                 start += n
         except (OSError, pa.ArrowInvalid) as exc:
             yield truncated_batch(ReadBatch(text_table(cfg.source, [])), cfg.source, path, start - 1, exc)
