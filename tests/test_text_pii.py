@@ -264,6 +264,9 @@ def test_a_verified_number_wins_over_a_phone_guess(pii):
     card = "4401-4004-6896-9"
     assert luhn_ok(card)
     assert [(r.entity_type, text[r.start:r.end]) for r in pii.find(text)] == [("CREDIT_CARD", card)]
+    res = scrub(pii, [text])[0].kept                  # what is replaced is what is counted
+    assert res.column("text").to_pylist() == ["<CREDIT_CARD> 1"]
+    assert res.column("count_pii_credit_card").to_pylist() == [1] and res.column("count_pii_phone_number").to_pylist() == [0]
     # an international phone is never read as a card (a card is not written after "+")
     assert [r.entity_type for r in pii.find("call +56 9 1234 5678 90")] != ["CREDIT_CARD"]
 

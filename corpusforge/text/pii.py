@@ -234,8 +234,7 @@ class Pii(Stage):
         return self._resolve(self.find_raw(text))
 
     def find_raw(self, text: str) -> list:
-        """presidio's findings on ``text`` (score >= min_score, overlaps included, as the anonymizer
-        expects them), computed on the windows around pre-scan hits with the recognizers those
+        """presidio's findings on ``text`` (score >= min_score, overlaps included), computed on the windows around pre-scan hits with the recognizers those
         hits call for; identical to analyzing the whole text with every recognizer.
 
         Full-width digits, plus and minus signs (``１３８１２３４５６７８``, common in Chinese text
@@ -351,10 +350,9 @@ class Pii(Stage):
         detail = np.full(n, None, dtype=object)
         out = list(texts)
         for i in candidates:
-            raw = self.find_raw(texts[i])
-            if not raw:
+            found = self.find(texts[i])
+            if not found:
                 continue
-            found = self._resolve(raw)
             drop = sorted({r.entity_type for r in found if c.policy_of(r.entity_type) == "drop"})
             for r in found:
                 counts[r.entity_type][i] += 1
@@ -362,7 +360,9 @@ class Pii(Stage):
             if drop:
                 reason[i], detail[i] = "pii.drop", f"contains {', '.join(drop)} (policy drop)"
                 continue
-            out[i] = anonymizer.anonymize(text=texts[i], analyzer_results=raw, operators=self._operators).text
+            # the resolved findings, not the raw ones: the anonymizer's own overlap rule knows nothing
+            # of check digits, and what is replaced must be what is counted
+            out[i] = anonymizer.anonymize(text=texts[i], analyzer_results=found, operators=self._operators).text
         table = table.set_column(table.schema.get_field_index("text"), "text", pa.array(out, pa.string()))
         for e in c.entities:
             table = table.append_column(count_column(e), pa.array(counts[e], pa.int64()))
