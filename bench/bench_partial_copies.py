@@ -137,13 +137,13 @@ def main() -> None:
     for lang, build in (("en", L.english), ("zh", L.chinese)):
         for split in ("dev", "test"):
             sets = [build(split, seed) for seed in range(4)]
-            for name, stages in list(METHODS.items()) + list(LSH_SETTINGS.items()):
+            for name, how in list(METHODS.items()) + list(LSH_SETTINGS.items()):
                 tp = fp = pos = 0
                 kinds = {k: [0, 0] for k in L.KINDS}
                 start = time.perf_counter()
                 for data in sets:
-                    found = (lsh_ensemble(data.docs, lang, *stages) if name in LSH_SETTINGS
-                             else run_stage(data.docs, stages, lang))
+                    found = (lsh_ensemble(data.docs, lang, *how) if name in LSH_SETTINGS
+                             else run_stage(data.docs, how, lang))
                     r = L.score(data, found)
                     tp += round(r["recall"] * r["positives"])
                     pos += r["positives"]
@@ -160,9 +160,9 @@ def main() -> None:
                       + " ".join(f"{k} {a}/{b}" for k, (a, b) in kinds.items()) + f"  {secs:.1f}s", flush=True)
     docs, truth = books()
     print("\nOCR'd near-duplicate books: 8 distinct books + 3 re-keyed copies")
-    for name, stages in list(METHODS.items()) + list(LSH_SETTINGS.items()):
-        found = {tuple(sorted(p)) for p in (lsh_ensemble(docs, "en", *stages) if name in LSH_SETTINGS
-                                            else run_stage(docs, stages, "en"))}
+    for name, how in list(METHODS.items()) + list(LSH_SETTINGS.items()):
+        found = {tuple(sorted(p)) for p in (lsh_ensemble(docs, "en", *how) if name in LSH_SETTINGS
+                                            else run_stage(docs, how, "en"))}
         print(f"  {name:40s} true pairs {len(found & truth)}/3, false pairs {len(found - truth)}")
 
 

@@ -92,17 +92,17 @@ def main():
           "with spaces or dashes, in each context.\n")
     print("| context | cases | text.pii | presidio CreditCardRecognizer |")
     print("|---|---|---|---|")
+    def row(label: str, cases: list) -> None:
+        a = sum(covered(find(t), sp, {"CREDIT_CARD", "CN_BANK_CARD"}) for t, sp, _ in cases)
+        b = sum(covered(presidio_card(t), sp, {"CREDIT_CARD"}) for t, sp, _ in cases)
+        print(f"| {label} | {len(cases)} | {a / len(cases):.3f} | {b / len(cases):.3f} |")
+
     sentences = card_sentences(cards(rng, per_kind=4) + faker_cards(), rng)
     for template in CARD_CONTEXTS:
-        sub = [(t, sp) for t, sp, tpl in sentences if tpl == template]
-        a = sum(covered(find(t), sp, {"CREDIT_CARD", "CN_BANK_CARD"}) for t, sp in sub)
-        b = sum(covered(presidio_card(t), sp, {"CREDIT_CARD"}) for t, sp in sub)
-        print(f"| `{template!r}` | {len(sub)} | {a / len(sub):.3f} | {b / len(sub):.3f} |")
+        row(f"`{template!r}`", [c for c in sentences if c[2] == template])
     fakes = card_sentences(faker_cards(), rng)
     if fakes:
-        a = sum(covered(find(t), sp, {"CREDIT_CARD", "CN_BANK_CARD"}) for t, sp, _ in fakes)
-        b = sum(covered(presidio_card(t), sp, {"CREDIT_CARD"}) for t, sp, _ in fakes)
-        print(f"| Faker's cards alone, every context | {len(fakes)} | {a / len(fakes):.3f} | {b / len(fakes):.3f} |")
+        row("Faker's cards alone, every context", fakes)
 
     non_cards = luhn_non_cards(rng)
     fp_ours = sum(any(r.entity_type == "CREDIT_CARD" for r in find(f"Number {n} here")) for n in non_cards)

@@ -125,19 +125,15 @@ def card_spans(candidate: str) -> list[tuple[int, int]]:
     if is_card(candidate):
         return [(0, len(candidate))]
     groups = [(g.start(), g.end()) for g in GROUP.finditer(candidate)]
+    last = len(groups) - 1
     passing = []
-    for i in range(len(groups)):
-        sizes: list[int] = []
-        for j in range(i, len(groups)):
-            sizes.append(groups[j][1] - groups[j][0])
-            if sum(sizes) > 19:
-                break                                # no card is longer: runs stay O(groups x 19)
-            printed = (len(sizes) == 1 or all(n == 4 for n in sizes[:-1]) and sizes[-1] <= 4
-                       or sizes in ([4, 6, 5], [4, 6, 4]))
-            s, e = groups[i][0], groups[j][1]
-            at_edge = i == 0 or j == len(groups) - 1
-            if printed and at_edge and sum(sizes) >= 12 and is_card(candidate[s:e]):
-                passing.append((s, s - e, e))
+    for i, j in [(0, j) for j in range(last + 1)] + [(i, last) for i in range(1, last + 1)]:   # runs at an end
+        sizes = [e - s for s, e in groups[i:j + 1]]
+        printed = (len(sizes) == 1 or all(n == 4 for n in sizes[:-1]) and sizes[-1] <= 4
+                   or sizes in ([4, 6, 5], [4, 6, 4]))
+        s, e = groups[i][0], groups[j][1]
+        if printed and 12 <= sum(sizes) <= 19 and is_card(candidate[s:e]):
+            passing.append((s, s - e, e))
     found: list[tuple[int, int]] = []
     for s, _, e in sorted(passing):
         if all(e <= fs or s >= fe for fs, fe in found):
