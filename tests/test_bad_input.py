@@ -101,6 +101,18 @@ def test_jsonl_hostile_lines_are_rejected_alone(tmp_path):
     assert rejs.column("src_row").to_pylist() == [1, 2, 3]
 
 
+
+def test_jsonl_number_past_pythons_digit_limit_rejects_its_line_only(tmp_path):
+    # json.loads raises ValueError, not JSONDecodeError, for an integer of over 4,300 digits: it
+    # ended the file as truncated_file, losing every line after it
+    lines = ['{"text": "before"}', '{"text": "big", "n": ' + "9" * 5000 + "}", '{"text": "after", "x": NaN}']
+    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
+    recs, rejs = read_all(jsonl_reader(), tmp_path / "a.jsonl")
+    assert recs.column("text").to_pylist() == ["before", "after"]
+    assert rejs.column("reject_reason").to_pylist() == ["invalid_json"] and rejs.column("src_row").to_pylist() == [1]
+    assert "4300 digits" in rejs.column("reject_detail")[0].as_py()
+    assert json.loads(recs.column("meta")[1].as_py()) == {"x": "nan"}      # meta stays strict JSON
+
 def test_hostile_jsonl_through_a_whole_run(tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.jsonl").write_text('{"text": "good"}\n{"text": "x", "m": "\\udc00"}\n'
@@ -120,6 +132,19 @@ def test_cut_zst_and_gz_report_truncated_file(tmp_path):
         assert "truncated_file" in rejs.column("reject_reason").to_pylist(), name
         assert recs.num_rows > 0
 
+
+
+def test_corrupt_deflate_data_keeps_the_lines_before_it(tmp_path):
+    # zlib.error (corrupt data inside a .gz, not a cut) is not an OSError: it escaped the reader,
+    # and the lines decoded since the last batch vanished into one unreadable_file row
+    lines = "".join(json.dumps({"text": f"line {i} " + "word " * (i % 17)}) + "\n" for i in range(3000))
+    data = bytearray(gzip.compress(lines.encode(), mtime=0))
+    data[1228] = 169                                      # "invalid distance too far back" after 268 lines
+    (tmp_path / "a.jsonl.gz").write_bytes(bytes(data))
+    recs, rejs = read_all(jsonl_reader(), tmp_path / "a.jsonl.gz")
+    assert recs.column("text").to_pylist() == [json.loads(x)["text"] for x in lines.splitlines()[:268]]
+    assert rejs.column("reject_reason").to_pylist() == ["truncated_file"]
+    assert "invalid distance too far back" in rejs.column("reject_detail")[0].as_py()
 
 def test_truncated_file_keeps_its_good_lines_and_its_bad_lines_reasons(tmp_path):
     # bad lines read before the break and the break's own row are one rejected table: they used to
@@ -303,6 +328,43 @@ def test_off_face_with_missing_vertex_is_dropped_and_counted(tmp_path):
     assert all(r[0].column("points").equals(recs.column("points")) for r in results)
 
 
+
+def test_mesh_and_laz_files_that_crash_their_parser_are_rejected(tmp_path):
+    # Open3D's OFF reader triangulates a quad through a vertex the file lacks (segfault); lazrs
+    # aborts on a chunk table that claims 4 billion chunks. Both ran in the run's own process.
+    import struct
+
+    from conftest import SAMPLES
+    from corpusforge.io.readers.lidar import LasReader
+    from corpusforge.io.readers.mesh import MeshReader
+
+    (tmp_path / "quad.off").write_text("OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n4 0 1 2 99999999\n")
+    (tmp_path / "fine.off").write_text("OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n")
+    meshes = MeshReader(MeshReader.Config(paths=["x"], source="s", points=16), kind="pointcloud")
+    for name, reason in [("quad.off", "parser_crashed"), ("fine.off", None), ("quad.off", "parser_crashed")]:
+        recs, rejs = read_all(meshes, tmp_path / name)
+        if reason:
+            assert recs is None and rejs.column("reject_reason").to_pylist() == [reason]
+            assert "SIGSEGV" in rejs.column("reject_detail")[0].as_py()
+        else:
+            assert recs.column("n_points").to_pylist() == [16]      # the helper is started again
+    data = bytearray((SAMPLES / "acquire" / "lidar" / "tile.laz").read_bytes())
+    table = struct.unpack_from("<q", data, struct.unpack_from("<I", data, 96)[0])[0]
+    struct.pack_into("<I", data, table + 4, 0xF0000000)              # number of chunks
+    (tmp_path / "bad.laz").write_bytes(bytes(data))
+    lidar = LasReader(LasReader.Config(paths=["x"], source="s"), kind="pointcloud")
+    recs, rejs = read_all(lidar, tmp_path / "bad.laz")
+    assert recs is None and rejs.column("reject_reason").to_pylist() == ["parser_crashed"]
+    recs, _ = read_all(lidar, SAMPLES / "acquire" / "lidar" / "tile.laz")
+    assert recs.num_rows == 1
+    # a whole run, in worker processes: the run ends, every file accounted for
+    out = tmp_path / "out"
+    summary = runner.run({"name": "m", "kind": "pointcloud", "output": {"path": str(out)},
+                          "inputs": [{"format": "mesh", "paths": [str(tmp_path / "quad.off"), str(tmp_path / "fine.off")],
+                                      "source": "cad", "points": 16}]}, workers=2)
+    assert (summary.kept_rows, summary.rejected_rows) == (1, 1)
+    assert read_rejected(out).column("reject_reason").to_pylist() == ["parser_crashed"]
+
 # -- 12. georeferenced clouds are moved near the origin ---------------------------------------------
 
 def test_utm_coordinates_get_an_offset(tmp_path):
@@ -370,6 +432,60 @@ def test_coco_file_names_cannot_escape(tmp_path):
     assert rejs.column("reject_reason").to_pylist() == ["unsafe_path"] * 3
     assert all(len(b) == 0 for b in rejs.column("image").to_pylist())        # no byte of them stored
 
+
+
+def test_coco_malformed_entries_cost_only_themselves(tmp_path):
+    from PIL import Image
+
+    from corpusforge.io.readers.coco import CocoReader
+
+    root = tmp_path / "coco"
+    (root / "images").mkdir(parents=True)
+    for n in ("a.png", "b.png"):
+        Image.new("RGB", (8, 8), "blue").save(root / "images" / n)
+    doc = {"images": [{"id": 1, "file_name": "a.png"}, "b.png", None, {"id": [2], "file_name": "b.png"}],
+           "annotations": ["oops", {"image_id": 1, "category_id": 3}, {"image_id": [2], "category_id": [9]}],
+           "categories": ["cat", {"id": 3, "name": 7}, {"id": [9], "name": "boxed"}]}
+    (root / "ann.json").write_text(json.dumps(doc))
+    reader = CocoReader(CocoReader.Config(paths=["x"], source="s"), kind="image")
+    recs, rejs = read_all(reader, root / "ann.json")
+    assert recs.column("label").to_pylist() == ["7", "boxed"]       # both image files kept
+    assert sorted(rejs.column("reject_reason").to_pylist()) == ["bad_annotations"] * 2 + ["orphan_annotations"]
+
+
+def test_corrupt_record_batch_in_hf_arrow_file_is_rejected_not_followed(tmp_path):
+    # Arrow IPC is not validated on read: an offset pointing past the file was followed into
+    # unmapped memory (the process died); the corrupt batch's rows are rejected, the next batch read.
+    # In a subprocess, so that a regression fails this test instead of killing pytest.
+    import subprocess
+    import sys
+
+    folder = tmp_path / "ds" / "train"
+    folder.mkdir(parents=True)
+    path = folder / "data-00000-of-00001.arrow"
+    batches = [pa.record_batch({"text": [f"batch {b} row {i} " * 3 for i in range(50)]}) for b in range(3)]
+    with pa.ipc.new_stream(str(path), batches[0].schema) as w:
+        for b in batches:
+            w.write_batch(b)
+    data = bytearray(path.read_bytes())
+    offsets = batches[1].column(0).buffers()[1].to_pybytes()[4:64]      # batch 1's offsets, after the 0
+    at = data.index(offsets, data.index(batches[0].column(0).buffers()[1].to_pybytes()[4:64]) + 64)
+    data[at + 8: at + 12] = (2**31 - 1).to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+    code = f"""
+from pathlib import Path
+from corpusforge.io.readers.tabular import HfDiskReader
+r = HfDiskReader(HfDiskReader.Config(paths=["x"], source="s"), kind="text")
+kept, rejected = [], []
+for b in r.read(Path({str(path)!r})):
+    kept += b.records.column("src_row").to_pylist()
+    if b.rejected is not None:
+        rejected += list(zip(b.rejected.column("src_row").to_pylist(), b.rejected.column("reject_reason").to_pylist()))
+print(kept == list(range(50)) + list(range(100, 150)), rejected == [(i, "corrupt_batch") for i in range(50, 100)])
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["True", "True"], done.stdout
 
 # -- 17. configs are code: an opt-in allowlist of plugin modules ------------------------------------
 

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import tempfile
+import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -17,6 +18,7 @@ from typing import ClassVar, Iterator
 import numpy as np
 import pyarrow as pa
 import xxhash
+import zstandard
 from pydantic import BaseModel, ConfigDict, Field
 
 from corpusforge.errors import ConfigError
@@ -154,6 +156,11 @@ def local_copy(path: Path):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+# what reading a damaged file raises: I/O errors, a cut stream (EOFError), and the decompressors'
+# own errors for corrupt data inside the stream (zlib.error, ZstdError are not OSErrors)
+READ_ERRORS = (OSError, EOFError, ValueError, zlib.error, zstandard.ZstdError)
+
+
 def open_maybe_compressed(path: Path) -> io.BufferedIOBase:
     """Open ``path`` (local or remote) for binary reading, decompressing .gz and .zst transparently."""
     name = path.name.lower()
@@ -181,8 +188,6 @@ class ZstdFrames(io.RawIOBase):
     frame (zstandard's stream reader returns a cut file's bytes as if it were whole)."""
 
     def __init__(self, raw, chunk: int = 1 << 20):
-        import zstandard
-
         self._dctx = zstandard.ZstdDecompressor()
         self._raw, self._chunk = raw, chunk
         self._obj = self._dctx.decompressobj()
@@ -307,7 +312,23 @@ def describe_os_error(exc: BaseException) -> str:
 
 
 def dumps_meta(obj: dict) -> str | None:
-    return json.dumps(obj, ensure_ascii=False, sort_keys=True, default=str) if obj else None
+    """``meta`` as JSON; NaN and infinities (which JSON lacks, and strict parsers refuse) as strings."""
+    if not obj:
+        return None
+    try:
+        return json.dumps(obj, ensure_ascii=False, sort_keys=True, default=str, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(obj), ensure_ascii=False, sort_keys=True, default=str)
+
+
+def _finite(value):
+    if isinstance(value, float) and not np.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 _LISTED_SIZES: dict[str, int] = {}     # URL -> size, from the listings of Reader.files

@@ -48,23 +48,30 @@ class CocoReader(Reader):
         except (OSError, ValueError, KeyError, TypeError) as exc:
             yield image_batch(cfg.source, b"", str(path), reject=("bad_annotations", describe_os_error(exc)))
             return
-        categories = {c["id"]: c.get("name", str(c["id"])) for c in doc.get("categories", []) if "id" in c}
+        # entries are data too: a malformed one costs itself (counted or rejected), never the file
+        categories = {_key(c["id"]): str(c.get("name", c["id"])) for c in _entries(doc, "categories")
+                      if "id" in c}
         by_image = defaultdict(list)
-        ids = {im.get("id") for im in images}
-        orphans = 0
-        for ann in doc.get("annotations", []):
-            if ann.get("image_id") in ids:
-                by_image[ann["image_id"]].append(ann)
+        ids = {_key(im.get("id")) for im in images if isinstance(im, dict)}
+        listed = doc.get("annotations") if isinstance(doc.get("annotations"), list) else []
+        orphans = sum(1 for a in listed if not isinstance(a, dict))
+        for ann in _entries(doc, "annotations"):
+            if _key(ann.get("image_id")) in ids:
+                by_image[_key(ann["image_id"])].append(ann)
             else:
                 orphans += 1
         roots = [path.parent / cfg.images_dir] if cfg.images_dir else [path.parent, path.parent / "images"]
-        for im in images:
+        for i, im in enumerate(images):
+            if not isinstance(im, dict):
+                yield image_batch(cfg.source, b"", f"{path}#images[{i}]", meta={"entry": i},
+                                  reject=("bad_annotations", f"images[{i}] is {type(im).__name__}, not an object"))
+                continue
             name = str(im.get("file_name", ""))
-            anns = by_image.get(im.get("id"), [])
-            counts = Counter(categories.get(a.get("category_id"), str(a.get("category_id"))) for a in anns)
+            anns = by_image.get(_key(im.get("id")), [])
+            counts = Counter(categories.get(_key(a.get("category_id")), str(a.get("category_id"))) for a in anns)
             meta = {"coco_id": im.get("id"), "file_name": name, "annotation_file": str(path),
                     "categories": dict(sorted(counts.items())),
-                    "annotations": [{"bbox": a.get("bbox"), "category": categories.get(a.get("category_id")),
+                    "annotations": [{"bbox": a.get("bbox"), "category": categories.get(_key(a.get("category_id"))),
                                      "area": a.get("area"), "iscrowd": a.get("iscrowd", 0),
                                      "segmentation": a.get("segmentation")} for a in anns]}
             label = max(sorted(counts), key=lambda k: counts[k]) if counts else None
@@ -85,9 +92,21 @@ class CocoReader(Reader):
             yield image_batch(cfg.source, data, str(file), label, meta, cfg.max_pixels)
         if orphans:
             yield image_batch(cfg.source, b"", str(path), meta={"orphan_annotations": orphans},
-                              reject=("orphan_annotations", f"{orphans} annotations name no image entry"))
+                              reject=("orphan_annotations", f"{orphans} annotations name no image entry "
+                                                            "(or are not objects)"))
         if not images:
             yield ReadBatch(schemas.load("image").empty_table())
+
+
+def _entries(doc: dict, name: str) -> list[dict]:
+    """The objects of the list ``doc[name]``; anything else in it, or a non-list, gives none."""
+    value = doc.get(name)
+    return [e for e in value if isinstance(e, dict)] if isinstance(value, list) else []
+
+
+def _key(value):
+    """An id as a dict key: a list or object id (hostile or hand-made JSON) by its JSON text."""
+    return json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value
 
 
 def outside(roots: list[Path], name: str) -> str | None:

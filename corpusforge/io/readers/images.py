@@ -20,7 +20,8 @@ from pydantic import Field
 
 from corpusforge import schemas
 from corpusforge.image.decode import DEFAULT_MAX_PIXELS, ImageProblem, open_image
-from corpusforge.io.readers.base import ReadBatch, Reader, ReaderConfig, describe_os_error, record_id, with_reasons
+from corpusforge.io.readers.base import (READ_ERRORS, ReadBatch, Reader, ReaderConfig, describe_os_error, record_id,
+                                         with_reasons)
 
 
 class ImageFolderConfig(ReaderConfig):
@@ -106,7 +107,7 @@ class ImageFolderReader(Reader):
                             yield self._skipped(path, member.name, "unsupported_format", "not an image format")
                         else:
                             yield self._member(path, member.name, member.size, lambda: tf.extractfile(member).read())
-        except (OSError, EOFError, tarfile.TarError, zipfile.BadZipFile) as exc:
+        except (*READ_ERRORS, tarfile.TarError, zipfile.BadZipFile) as exc:
             yield image_batch(cfg.source, b"", str(path), meta={"members_read": seen},
                               reject=("truncated_file", f"after {seen} members: {describe_os_error(exc)}"))
             return

@@ -17,8 +17,9 @@ from typing import Iterator
 
 from pydantic import Field
 
-from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, bad_rows, describe_os_error, dumps_meta,
-                                         file_error_row, open_maybe_compressed, text_table, truncated_batch)
+from corpusforge.io.readers.base import (READ_ERRORS, ReadBatch, Reader, ReaderConfig, bad_rows, describe_os_error,
+                                         dumps_meta, file_error_row, open_maybe_compressed, text_table,
+                                         truncated_batch)
 
 
 class JsonlConfig(ReaderConfig):
@@ -75,6 +76,9 @@ class JsonlReader(Reader):
                     except json.JSONDecodeError as exc:
                         bad.append((s.rstrip("\n"), lineno, "invalid_json", f"line {lineno + 1}: {exc.msg} at column {exc.colno}"))
                         continue
+                    except ValueError as exc:       # an integer beyond Python's 4,300-digit conversion limit
+                        bad.append((s.rstrip("\n"), lineno, "invalid_json", f"line {lineno + 1}: {exc}"))
+                        continue
                     except RecursionError:
                         bad.append((s[:10_000], lineno, "invalid_json", f"line {lineno + 1}: JSON nested too deeply"))
                         continue
@@ -106,7 +110,7 @@ class JsonlReader(Reader):
                     metas.append(dumps_meta(obj) if cfg.keep_meta else None)
                     if len(texts) + len(bad) >= self.batch_rows:
                         yield flush()
-        except (OSError, EOFError, ValueError) as exc:   # truncated gzip/zstd, I/O error mid-file
+        except READ_ERRORS as exc:   # truncated gzip/zstd, I/O error mid-file
             yield truncated_batch(flush(), cfg.source, path, lineno, exc)
             return
         if lineno < 0:

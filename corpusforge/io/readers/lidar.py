@@ -10,7 +10,9 @@ folder, KITTI's layout) are read, and with the calibration (``calib/<stem>.txt``
 
 ``las``: ``.las`` and ``.laz`` (laspy, LAZ through its lazrs backend), scaled and offset
 coordinates, ``intensity``, 16-bit RGB scaled to 8-bit where the point format has colour;
-``meta``: point format, LAS version, classification counts, CRS (WKT) when present.
+``meta``: point format, LAS version, classification counts, CRS (WKT) when present. laspy runs
+in a helper process (``corpusforge.io.native``): lazrs aborts its process on some corrupt chunk
+tables, and such a file is rejected as ``parser_crashed``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from typing import Iterator
 import numpy as np
 from pydantic import Field
 
-from corpusforge.io.readers.base import ReadBatch, ReaderConfig, describe_os_error
+from corpusforge.io.native import Isolated, ParserCrashed
+from corpusforge.io.readers.base import ReadBatch, ReaderConfig, describe_os_error, local_copy
 from corpusforge.io.readers.pointcloud import CloudReader, cloud_batch
 
 
@@ -106,30 +109,41 @@ class LasReader(CloudReader):
     suffixes = (".las", ".laz")
 
     def read(self, path: Path) -> Iterator[ReadBatch]:
-        import laspy
-
         cfg = self.config
+        if not hasattr(self, "_parser"):
+            self._parser = Isolated()
         try:
-            with path.open("rb") as fh:
-                las = laspy.read(fh)
-        except (OSError, ValueError, laspy.errors.LaspyException) as exc:
+            with local_copy(path) as local:
+                xyz, attrs, meta = self._parser.call(parse_las, str(local))
+        except ParserCrashed as exc:
+            yield self.reject(path, "parser_crashed", f"laspy: {exc}")
+            return
+        except Exception as exc:  # noqa: BLE001 - laspy and lazrs raise their own types for a bad file
             yield self.reject(path, "unreadable_file", describe_os_error(exc))
             return
-        xyz = np.stack([np.asarray(las.x), np.asarray(las.y), np.asarray(las.z)], axis=1)
-        attrs = {"intensity": np.asarray(las.intensity, np.float32)}
-        names = set(las.point_format.dimension_names)
-        if {"red", "green", "blue"} <= names:
-            rgb = np.stack([np.asarray(las.red), np.asarray(las.green), np.asarray(las.blue)], axis=1)
-            attrs["colors"] = (rgb >> 8).astype(np.uint8) if rgb.max(initial=0) > 255 else rgb.astype(np.uint8)
-        meta = {"las_version": str(las.header.version), "point_format": las.header.point_format.id,
-                "classification": {str(k): v for k, v in sorted(Counter(np.asarray(las.classification).tolist()).items())}}
-        try:
-            crs = las.header.parse_crs()
-            if crs is not None:
-                meta["crs"] = crs.to_wkt()
-        except Exception:  # noqa: BLE001 - pyproj is optional; a CRS we cannot parse is left out
-            pass
         # LAS coordinates are often large (UTM); float32 keeps ~1 cm at 1e5 m: the offset goes to meta
-        offset = xyz.min(axis=0).round(0)
+        offset = xyz.min(axis=0).round(0) if len(xyz) else np.zeros(3)
         meta["xyz_offset"] = offset.tolist()
         yield cloud_batch(cfg.source, path, (xyz - offset).astype(np.float32), attrs, meta=meta)
+
+
+def parse_las(path: str) -> tuple[np.ndarray, dict, dict]:
+    """Coordinates (float64), attributes and meta of a LAS/LAZ file; runs in the helper process."""
+    import laspy
+
+    las = laspy.read(path)
+    xyz = np.stack([np.asarray(las.x), np.asarray(las.y), np.asarray(las.z)], axis=1)
+    attrs = {"intensity": np.asarray(las.intensity, np.float32)}
+    names = set(las.point_format.dimension_names)
+    if {"red", "green", "blue"} <= names:
+        rgb = np.stack([np.asarray(las.red), np.asarray(las.green), np.asarray(las.blue)], axis=1)
+        attrs["colors"] = (rgb >> 8).astype(np.uint8) if rgb.max(initial=0) > 255 else rgb.astype(np.uint8)
+    meta = {"las_version": str(las.header.version), "point_format": las.header.point_format.id,
+            "classification": {str(k): v for k, v in sorted(Counter(np.asarray(las.classification).tolist()).items())}}
+    try:
+        crs = las.header.parse_crs()
+        if crs is not None:
+            meta["crs"] = crs.to_wkt()
+    except Exception:  # noqa: BLE001 - pyproj is optional; a CRS we cannot parse is left out
+        pass
+    return xyz, attrs, meta

@@ -8,7 +8,9 @@ triangles is rejected as ``no_faces`` (a PLY that is only points belongs to the 
 reader). ``sampling``: ``uniform`` (area-weighted: every surface element equally likely) or
 ``poisson`` (Poisson-disk: evenly spread samples, Yuksel 2015, from 5x as many uniform ones),
 ``points`` samples per mesh, normals from the triangles. Seeded per file (``seed`` and the file
-name), so a run repeats.
+name), so a run repeats. Open3D's parsers run in a helper process (``corpusforge.io.native``):
+its PLY and OFF readers crash on some corrupt face lists, and such a file is rejected as
+``parser_crashed``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 import xxhash
 from pydantic import Field
 
+from corpusforge.io.native import Isolated, ParserCrashed
 from corpusforge.io.readers.base import ReadBatch, ReaderConfig, describe_os_error, local_copy
 from corpusforge.io.readers.pointcloud import CloudReader, check_ply_size, cloud_batch
 
@@ -47,15 +50,19 @@ class MeshReader(CloudReader):
             if problem:
                 yield self.reject(path, "truncated_file", problem)
                 return
+        if not hasattr(self, "_parser"):
+            self._parser = Isolated()
         try:
-            with o3d.utility.VerbosityContextManager(o3d.utility.VerbosityLevel.Error):
-                with local_copy(path) as local:      # open3d opens file names only
-                    mesh = o3d.io.read_triangle_mesh(str(local))
+            with local_copy(path) as local:          # open3d opens file names only
+                verts, tri = self._parser.call(parse_mesh, str(local))
+        except ParserCrashed as exc:
+            yield self.reject(path, "parser_crashed", f"Open3D: {exc}")
+            return
         except (OSError, RuntimeError, ValueError) as exc:
             yield self.reject(path, "unreadable_file", describe_os_error(exc))
             return
-        before_t, before_v = len(mesh.triangles), len(mesh.vertices)
-        tri = np.asarray(mesh.triangles)
+        before_t, before_v = len(tri), len(verts)
+        mesh = o3d.geometry.TriangleMesh(o3d.utility.Vector3dVector(verts), o3d.utility.Vector3iVector(tri))
         # a face naming a vertex the file does not have: Open3D keeps the index, and its mesh
         # operations then read past the vertex array (crashes, or garbage that differs per run)
         out_of_range = (tri < 0).any(axis=1) | (tri >= before_v).any(axis=1) if len(tri) else np.zeros(0, bool)
@@ -89,3 +96,13 @@ class MeshReader(CloudReader):
             pcd = mesh.sample_points_poisson_disk(number_of_points=cfg.points, init_factor=5, use_triangle_normal=True)
         attrs = {"normals": np.asarray(pcd.normals, np.float32)}
         yield cloud_batch(cfg.source, path, np.asarray(pcd.points, np.float32), attrs, meta={"mesh": info})
+
+
+def parse_mesh(path: str) -> tuple[np.ndarray, np.ndarray]:
+    """Vertices (n, 3) float64 and triangles (m, 3) int32 as Open3D reads them; runs in the helper."""
+    import open3d as o3d
+
+    with o3d.utility.VerbosityContextManager(o3d.utility.VerbosityLevel.Error):
+        mesh = o3d.io.read_triangle_mesh(path)
+    return (np.asarray(mesh.vertices, np.float64).reshape(-1, 3),
+            np.asarray(mesh.triangles, np.int32).reshape(-1, 3))

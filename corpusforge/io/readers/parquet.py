@@ -7,7 +7,6 @@ Missing ids are computed like every other reader's; ``source`` comes from the co
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Iterator
 
@@ -19,8 +18,8 @@ import xxhash
 from pydantic import Field
 
 from corpusforge import schemas
-from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, bad_rows, describe_os_error, file_error_row,
-                                         record_id, text_column)
+from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, bad_rows, describe_os_error, dumps_meta,
+                                         file_error_row, record_id, text_column)
 from corpusforge.io.storage import is_url
 
 PAYLOAD = {"text": "text", "image": "image", "pointcloud": "points"}
@@ -140,7 +139,7 @@ class ParquetReader(Reader):
         cols["src_row"] = pa.array(src_rows, pa.int64())
         if extra and cfg.keep_meta and "meta" not in typed:
             rows = table.select(extra).to_pylist()
-            cols["meta"] = pa.array([json.dumps(r, ensure_ascii=False, sort_keys=True, default=str) for r in rows])
+            cols["meta"] = pa.array([dumps_meta(r) for r in rows], pa.string())
         for name, col in typed.items():
             cols.setdefault(name, col)
         return pa.table(cols)

@@ -21,8 +21,9 @@ from typing import Iterator
 import pyarrow as pa
 from pydantic import Field
 
-from corpusforge.io.readers.base import (bad_rows, ReadBatch, Reader, ReaderConfig, describe_os_error, dumps_meta, file_error_row,
-                                         open_maybe_compressed, text_column, text_table, truncated_batch)
+from corpusforge.io.readers.base import (READ_ERRORS, bad_rows, ReadBatch, Reader, ReaderConfig, describe_os_error,
+                                         dumps_meta, file_error_row, open_maybe_compressed, text_column, text_table,
+                                         truncated_batch)
 from corpusforge.io.storage import is_url
 
 
@@ -99,13 +100,15 @@ class CsvReader(Reader):
                                  if cfg.keep_meta else None)
                     if len(texts) + len(bad) >= self.batch_rows:
                         yield flush()
-        except (OSError, EOFError, ValueError) as exc:     # truncated archive, I/O error
+        except READ_ERRORS as exc:     # truncated archive, I/O error
             yield truncated_batch(flush(), cfg.source, path, row - 1, exc)
             return
         yield flush()
 
 
 FIELD_LIMIT = 1 << 30
+# a corrupt batch gets one rejected row per row it claims, up to this many (its row count may be corrupt too)
+CORRUPT_ROWS_LISTED = 100_000
 
 
 def _has_surrogate(s: str) -> bool:
@@ -137,7 +140,7 @@ class HfDiskReader(Reader):
         split = path.parent.name if (path.parent.parent / "dataset_dict.json").exists() else None
         try:
             stream = pa.ipc.open_stream(path.open("rb") if is_url(path) else pa.memory_map(src))
-        except (OSError, pa.ArrowInvalid) as exc:
+        except (OSError, pa.ArrowInvalid, UnicodeDecodeError) as exc:    # the schema's names are UTF-8
             yield ReadBatch(text_table(cfg.source, []), file_error_row("text", cfg.source, path, "unreadable_file",
                                                                        describe_os_error(exc)))
             return
@@ -150,6 +153,16 @@ class HfDiskReader(Reader):
         try:
             for batch in stream:
                 n = batch.num_rows
+                try:
+                    # IPC data is not validated on read: a corrupt offset would be followed into
+                    # memory past the file (segfault, or SIGBUS on the memory map)
+                    batch.validate(full=True)
+                except pa.ArrowInvalid as exc:
+                    yield ReadBatch(text_table(cfg.source, []), bad_rows(cfg.source, src, [
+                        ("", row, "corrupt_batch", f"record batch of rows {start}-{start + n - 1}: {exc}")
+                        for row in range(start, start + min(n, CORRUPT_ROWS_LISTED))]))
+                    start += n
+                    continue
                 text = batch.column(cfg.text_field)
                 rows = list(range(start, start + n))
                 others = [c for c in batch.schema.names if c != cfg.text_field]

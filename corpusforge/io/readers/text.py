@@ -11,8 +11,8 @@ from typing import Iterator, Literal
 
 from pydantic import Field
 
-from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, bad_rows, describe_os_error, file_error_row,
-                                         open_maybe_compressed, text_table, truncated_batch)
+from corpusforge.io.readers.base import (READ_ERRORS, ReadBatch, Reader, ReaderConfig, bad_rows, describe_os_error,
+                                         file_error_row, open_maybe_compressed, text_table, truncated_batch)
 
 
 class TextConfig(ReaderConfig):
@@ -40,7 +40,7 @@ class TextReader(Reader):
             try:
                 with fh:
                     data = fh.read()
-            except (OSError, EOFError, ValueError) as exc:
+            except READ_ERRORS as exc:
                 yield ReadBatch(text_table(cfg.source, []), file_error_row(
                     "text", cfg.source, path, "truncated_file", describe_os_error(exc)))
                 return
@@ -83,7 +83,7 @@ class TextReader(Reader):
                     rows.append(lineno)
                     if len(texts) + len(bad) >= self.batch_rows:
                         yield flush()
-        except (OSError, EOFError, ValueError) as exc:
+        except READ_ERRORS as exc:
             yield truncated_batch(flush(), cfg.source, path, lineno, exc)
             return
         if blank == lineno + 1:   # no lines at all, or only blank ones
