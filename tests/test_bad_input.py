@@ -539,3 +539,21 @@ def test_rejected_text_scrubbed_or_dropped(tmp_path, mode):
     text = rejected.column("text")[0].as_py()
     assert "anna@example.org" not in text and "555 2671" not in text
     assert (text == "") == (mode == "drop") and ("<EMAIL>" in text) == (mode == "scrub")
+
+
+def test_isolated_parser_returns_arrays_raises_errors_and_stops_hangs():
+    import time
+
+    import numpy as np
+
+    from corpusforge.io.native import Isolated, ParserCrashed
+
+    helper = Isolated(timeout_s=2)
+    a = np.arange(3_000_000, dtype=np.float64).reshape(-1, 3)
+    assert np.array_equal(helper.call(np.ascontiguousarray, a), a)       # out-of-band buffers, both ways
+    with pytest.raises(ValueError, match="invalid literal"):
+        helper.call(int, "x")                                              # the parser's own exception
+    with pytest.raises(ParserCrashed, match="ran past 2 s"):
+        helper.call(time.sleep, 30)
+    assert helper.call(abs, -3) == 3                                       # a new helper after the stop
+    helper.close()

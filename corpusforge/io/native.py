@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 import weakref
+from pathlib import Path
 from typing import Any, Callable
 
 _COUNTS = struct.Struct("<QQ")          # pickle bytes, out-of-band buffers
@@ -105,8 +106,11 @@ class Isolated:
 
     def _helper(self) -> subprocess.Popen:
         if self._proc is None or self._proc.poll() is not None:
+            # the helper imports this same corpusforge (a checkout on sys.path, not another install)
+            root = str(Path(__file__).resolve().parents[2])
+            path = os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])
             self._proc = subprocess.Popen([sys.executable, "-m", "corpusforge.io.native"], stdin=subprocess.PIPE,
-                                          stdout=subprocess.PIPE, bufsize=0)
+                                          stdout=subprocess.PIPE, bufsize=0, env={**os.environ, "PYTHONPATH": path})
             weakref.finalize(self, _stop, self._proc)
             try:                                 # 1 MiB pipe buffers: big arrays in fewer round trips
                 import fcntl
