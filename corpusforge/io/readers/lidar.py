@@ -24,7 +24,7 @@ from typing import Iterator
 import numpy as np
 from pydantic import Field
 
-from corpusforge.io.native import Isolated, ParserCrashed
+from corpusforge.io.native import ParserCrashed
 from corpusforge.io.readers.base import ReadBatch, ReaderConfig, describe_os_error, local_copy
 from corpusforge.io.readers.pointcloud import CloudReader, cloud_batch
 
@@ -110,11 +110,9 @@ class LasReader(CloudReader):
 
     def read(self, path: Path) -> Iterator[ReadBatch]:
         cfg = self.config
-        if not hasattr(self, "_parser"):
-            self._parser = Isolated()
         try:
             with local_copy(path) as local:
-                xyz, attrs, meta = self._parser.call(parse_las, str(local))
+                xyz, attrs, meta = self.parse_isolated(parse_las, str(local))
         except ParserCrashed as exc:
             yield self.reject(path, "parser_crashed", f"laspy: {exc}")
             return

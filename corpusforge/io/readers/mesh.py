@@ -22,7 +22,7 @@ import numpy as np
 import xxhash
 from pydantic import Field
 
-from corpusforge.io.native import Isolated, ParserCrashed
+from corpusforge.io.native import ParserCrashed
 from corpusforge.io.readers.base import ReadBatch, ReaderConfig, describe_os_error, local_copy
 from corpusforge.io.readers.pointcloud import CloudReader, check_ply_size, cloud_batch
 
@@ -50,11 +50,9 @@ class MeshReader(CloudReader):
             if problem:
                 yield self.reject(path, "truncated_file", problem)
                 return
-        if not hasattr(self, "_parser"):
-            self._parser = Isolated()
         try:
             with local_copy(path) as local:          # open3d opens file names only
-                verts, tri = self._parser.call(parse_mesh, str(local))
+                verts, tri = self.parse_isolated(parse_mesh, str(local))
         except ParserCrashed as exc:
             yield self.reject(path, "parser_crashed", f"Open3D: {exc}")
             return

@@ -18,6 +18,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from corpusforge import schemas
+from corpusforge.io.native import Isolated
 from corpusforge.pointcloud.clouds import bbox_diagonal, list_of_triples, spacing
 from corpusforge.io.readers.base import (ReadBatch, Reader, ReaderConfig, describe_os_error, dumps_meta, local_copy,
                                          file_error_row, record_id)
@@ -50,6 +51,13 @@ class CloudReader(Reader):
 
     def reject(self, path: Path, reason: str, detail: str) -> ReadBatch:
         return cloud_reject(self.config.source, path, reason, detail)
+
+    def parse_isolated(self, fn, *args):
+        """``fn(*args)`` in this reader's helper process, started on first use and kept for the
+        next files (``corpusforge.io.native``): for parsers that can crash on a damaged file."""
+        if getattr(self, "_isolated", None) is None:
+            self._isolated = Isolated()
+        return self._isolated.call(fn, *args)
 
 
 class PointCloudReader(CloudReader):
