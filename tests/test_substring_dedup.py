@@ -173,6 +173,16 @@ def test_cjk_characters_are_tokens(tmp_path):
     assert out[0] == docs[0] and out[1] == "有人说也有人不知道。"
 
 
+
+def test_cjk_radicals_and_kana_symbols_start_tokens_where_they_stand():
+    # Kangxi and CJK radicals are symbols (So) in the Han script: the token pattern counts them, and
+    # the pattern that finds token starts swallowed them into the next token's prefix, so the two
+    # disagreed in length and substring_dedup failed its unit (every retry: the run) on such text
+    texts = pa.array([" ⺀ 中文 ⼀二", "。⿰字", "゛ア゜イ", "x ・ア", "plain words here"])
+    tok = tokens(texts, "words")
+    assert tok.doc.tolist() == [0] * 5 + [1] + [2] * 2 + [3] * 2 + [4] * 3
+    assert tok.starts.tolist() == [1, 3, 4, 6, 7, 2, 1, 3, 0, 3, 0, 6, 12]
+
 def test_flag_mode_keeps_text_and_counts(tmp_path):
     docs = _corpus_with_copies()
     _, kept, rejected = _run(tmp_path, docs, {"action": "flag", "min_remaining": 10_000})

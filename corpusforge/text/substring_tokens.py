@@ -28,8 +28,11 @@ from corpusforge.text.features import CJK_CHAR, WORD_CHAR, Flat
 from corpusforge.text.minhash import mix64
 
 WORD_TOKEN = f"{CJK_CHAR}|{WORD_CHAR}+"
-# a token with the non-token characters before it: matches tile the text from its start
-PREFIXED_TOKEN = rf"[^\p{{L}}\p{{N}}\p{{M}}]*(?:{WORD_TOKEN})"
+# a token with the non-token characters before it: matches tile the text from its start. The
+# prefix never takes a character that can start a token: CJK_CHAR's scripts hold symbols too
+# (the Kangxi and CJK radicals are So in the Han script, common in PDF-extracted Chinese), and a
+# prefix that ate one would give this pattern one token fewer than WORD_TOKEN
+PREFIXED_TOKEN = rf"[^\p{{L}}\p{{N}}\p{{M}}\p{{Han}}\p{{Hiragana}}\p{{Katakana}}]*(?:{WORD_TOKEN})"
 BASES = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F))
 
 
