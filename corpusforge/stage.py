@@ -245,15 +245,9 @@ def process_isolating(stage: Stage, table: pa.Table, stats: StageStats) -> Stage
             raise
         attempt = StageStats()
         kept, rejected, created = [], [], 0
-        for i in range(table.num_rows):
-            row, one = table.slice(i, 1), StageStats()
-            try:
-                r = stage.process(row, one)
-            except Exception as exc:
-                if not _record_error(exc):
-                    raise
-                detail = f"{stage.name}: {type(exc).__name__}: {exc}"[:1000]
-                r = split(row, pa.array([STAGE_ERROR], pa.string()), pa.array([detail], pa.string()), one)
+        for i, row, one, r in _row_by_row(stage, table, lambda row, one: stage.process(row, one)):
+            if isinstance(r, str):
+                r = split(row, pa.array([STAGE_ERROR], pa.string()), pa.array([r], pa.string()), one)
             attempt.merge(one)
             kept.append(r.kept)
             rejected.append(r.rejected)
@@ -262,6 +256,42 @@ def process_isolating(stage: Stage, table: pa.Table, stats: StageStats) -> Stage
     stats.rejected_by_reason.update(attempt.rejected_by_reason)
     stats.counters.update(attempt.counters)
     return result
+
+
+def fingerprint_isolating(stage: GlobalStage, table: pa.Table, stats: StageStats) -> tuple[pa.Table, StageResult]:
+    """The global stage's fingerprints of the batch and the batch split into the rows they are
+    for (kept) and the rows on which ``fingerprint`` raised (rejected as ``stage_error``, counted in
+    ``stats``): the same safety as :func:`process_isolating`, for the step that feeds a global
+    stage (a tokenizer meeting characters it miscounts must not fail the unit on every retry)."""
+    try:
+        return stage.fingerprint(table), StageResult(table, empty_rejected(table))
+    except Exception as exc:
+        if not _record_error(exc):
+            raise
+    prints, reasons, details = [], [], []
+    for _, _, _, fp in _row_by_row(stage, table, lambda row, _: stage.fingerprint(row)):
+        failed = isinstance(fp, str)
+        prints += [] if failed else [fp]
+        reasons.append(STAGE_ERROR if failed else None)
+        details.append(fp if failed else None)
+    result = split(table, pa.array(reasons, pa.string()), pa.array(details, pa.string()), stats)
+    # only the rejected rows: the kept ones enter the global stage's filter, which counts them there
+    stats.rows_in += result.rejected.num_rows
+    stats.rejected += result.rejected.num_rows
+    return (pa.concat_tables(prints) if prints else stage.fingerprint(table.slice(0, 0))), result
+
+
+def _row_by_row(stage: Stage, table: pa.Table, fn):
+    """(index, row, its stats, ``fn(row, stats)``) for every row, the result replaced by the
+    ``stage_error`` detail when ``fn`` raised a record's error (any other error is raised)."""
+    for i in range(table.num_rows):
+        row, one = table.slice(i, 1), StageStats()
+        try:
+            yield i, row, one, fn(row, one)
+        except Exception as exc:
+            if not _record_error(exc):
+                raise
+            yield i, row, one, f"{stage.name}: {type(exc).__name__}: {exc}"[:1000]
 
 
 def _record_error(exc: Exception) -> bool:

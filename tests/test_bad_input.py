@@ -229,6 +229,33 @@ def test_a_stage_that_raises_on_one_record_rejects_that_record_not_the_run(tmp_p
     assert st["rejected_by_reason"] == {"stage_error": 1} and st["counters"]["calls"] == 8   # the failed batch counts nothing
 
 
+
+def test_a_global_stage_whose_fingerprint_raises_on_one_record_rejects_that_record(tmp_path, monkeypatch):
+    # the step that feeds a global stage (its fingerprint) had no such safety: a tokenizer that
+    # miscounted one document's characters failed the unit on every retry, so the run
+    from corpusforge.text.exact_dedup import ExactDedup
+
+    (tmp_path / "in").mkdir()
+    lines = [json.dumps({"text": f"document {i % 6} " * 5 + ("BOOM" if i == 3 else "")}) for i in range(10)]
+    (tmp_path / "in" / "a.jsonl").write_text("\n".join(lines) + "\n")
+    original = ExactDedup.fingerprint
+
+    def fragile(self, table):
+        if any("BOOM" in t for t in table.column("text").to_pylist()):
+            raise IndexError("a tokenizer miscounting one hostile record")
+        return original(self, table)
+
+    monkeypatch.setattr(ExactDedup, "fingerprint", fragile)
+    summary, out, rejected = run_text(tmp_path, [{"format": "jsonl", "paths": [str(tmp_path / "in")], "source": "s"}],
+                                      [{"stage": "text.normalize"}, {"stage": "text.exact_dedup"}])
+    t = summary.stats["totals"]
+    assert t["accounting_ok"] and t["kept"] == 6 and t["rejected"] == 4      # 3 duplicates, 1 stage_error
+    by_reason = {r["reject_reason"]: r for r in rejected.to_pylist()}
+    assert by_reason["stage_error"]["reject_stage"] == "text.exact_dedup" and "BOOM" in by_reason["stage_error"]["text"]
+    assert "IndexError" in by_reason["stage_error"]["reject_detail"]
+    st = summary.stats["stages"]["01:text.exact_dedup"]
+    assert st["rows_in"] == 10 and st["rejected_by_reason"] == {"stage_error": 1, "duplicate": 3}
+
 def test_a_config_error_inside_a_stage_still_stops_the_run(tmp_path, monkeypatch):
     from corpusforge.errors import ConfigError
     from corpusforge.text.normalize import Normalize

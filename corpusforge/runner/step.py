@@ -17,8 +17,8 @@ from corpusforge.errors import AccountingError, describe
 from corpusforge.io.readers.base import ReadBatch, Reader, file_error_row, file_size, input_path
 from corpusforge.io.writer import ShardWriter
 from corpusforge.runner.plan import READ_STAGE, Plan, Unit, UnitResult
-from corpusforge.stage import (REJECT_DETAIL, REJECT_STAGE, StageResult, StageStats, process_isolating, run_checked,
-                               write_decisions)
+from corpusforge.stage import (REJECT_DETAIL, REJECT_STAGE, StageResult, StageStats, fingerprint_isolating,
+                               process_isolating, run_checked, write_decisions)
 
 
 def _coalesce(batches: Iterator[pa.Table], rows: int, nbytes: int = 64 << 20) -> Iterator[pa.Table]:
@@ -101,9 +101,16 @@ def run_unit(plan: Plan, segment_index: int, unit: Unit) -> UnitResult:
                 res: StageResult = run_checked(stage, batch, st, lambda t, s=stage, st=st: process_isolating(s, t, st))
                 reject(res.rejected, stage.name)
                 batch = res.kept
+            if batch.num_rows and next_global is not None:
+                fp_stats = StageStats()
+                fp, res = fingerprint_isolating(next_global.global_stage, batch, fp_stats)
+                if res.rejected.num_rows:   # counted with the global stage's own decisions, later
+                    stats.setdefault(plan.stage_key(next_global.global_position, next_global.global_stage),
+                                     StageStats()).merge(fp_stats)
+                    reject(res.rejected, next_global.global_stage.name)
+                    batch = res.kept
             if batch.num_rows:
                 if next_global is not None:
-                    fp = next_global.global_stage.fingerprint(batch)
                     if fp.num_rows != batch.num_rows:
                         raise AccountingError(f"{next_global.global_stage.name}.fingerprint returned {fp.num_rows} "
                                               f"rows for {batch.num_rows}")
