@@ -47,6 +47,8 @@ PLANTED = [
     ("010-62345678", "CN_LANDLINE"),
     ("(0755) 8765 4321", "CN_LANDLINE"),
     (VALID_ID, "CN_RESIDENT_ID"),
+    (f"{VALID_ID[:6]} {VALID_ID[6:14]} {VALID_ID[14:]}", "CN_RESIDENT_ID"),     # printed for reading
+    (f"{VALID_ID[:6]}-{VALID_ID[6:14]}-{VALID_ID[14:]}", "CN_RESIDENT_ID"),
     ("6222021234567890128", "CN_BANK_CARD"),
 ]
 CONTEXTS = ["Contact: {} for details.", "联系方式{}，请勿外传。", "号{}", "Items:\n- {}\n- other", "at line end {}",

@@ -68,7 +68,7 @@ TRIGGERS = [
     (r"\d{3}-\d{6}|\d{5}-\d{4}|\d{3}[- .]?\d{2}[- .]?\d{4}", ["US_SSN"]),   # presidio's five SSN shapes
     (r"1[3-9]\d[\s-]?\d{4}", ["CN_MOBILE"]),
     (r"\d{3,4}[\s-]?\d{4}", ["CN_LANDLINE"]),                        # the local number every landline ends with
-    (r"\d{17}", ["CN_RESIDENT_ID"]),
+    (r"\d{6}[ \-]?\d{8}[ \-]?\d{3}", ["CN_RESIDENT_ID"]),       # 17 digits, or 6 8 4 apart
     (r"(?i)护照|護照|passport|旅行证件", ["CN_PASSPORT"]),           # a passport counts only with its keyword
     (PHONE_TRIGGER, ["PHONE_NUMBER"]),
     (r"(?i)qq|扣扣", ["CN_QQ"]),

@@ -75,18 +75,20 @@ class CnLandlineRecognizer(NotAnAmount, PatternRecognizer):
 
 
 class CnResidentIdRecognizer(PatternRecognizer):
-    """18-character resident identity numbers, validated by their MOD 11-2 check character and date."""
+    """18-character resident identity numbers, validated by their MOD 11-2 check character and date;
+    also printed for reading as region, birth date and the rest apart ("110105 19491231 002X",
+    one space or dash, the same twice)."""
 
     PATTERNS = [Pattern("cn resident id",
-                        r"(?<![0-9A-Za-z])[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx]"
-                        r"(?![0-9A-Za-z])", 0.5)]
+                        r"(?<![0-9A-Za-z])[1-9]\d{5}([ \-]?)(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])"
+                        r"\1\d{3}[\dXx](?![0-9A-Za-z])", 0.5)]
 
     def __init__(self, supported_language: str = "xx", **kw):
         super().__init__(supported_entity="CN_RESIDENT_ID", patterns=self.PATTERNS,
                          supported_language=supported_language, global_regex_flags=ASCII_FLAGS, **kw)
 
     def validate_result(self, pattern_text: str) -> Optional[bool]:
-        return cn_id_ok(pattern_text)
+        return cn_id_ok(pattern_text.replace(" ", "").replace("-", ""))
 
 
 class CnBankCardRecognizer(PatternRecognizer):
