@@ -88,8 +88,9 @@ CJK = re.compile(r"([\u3040-\u30ff\u3400-\u9fff])")
 class FastText:
     name = "fastText supervised"
 
-    def __init__(self, epoch: int, cjk: bool):
+    def __init__(self, epoch: int, cjk: bool, cutoff: int = 0):
         self.epoch, self.cjk = epoch, cjk
+        self.cutoff = cutoff        # > 0: product-quantize to the `cutoff` most useful n-grams after training
 
     def prep(self, t: str) -> str:
         t = t.lower().replace("\n", " ")
@@ -104,6 +105,8 @@ class FastText:
         self.model = fasttext.train_supervised(input=f.name, epoch=self.epoch, lr=0.5, dim=64,
                                                wordNgrams=3 if self.cjk else 2, minCount=2, thread=1, seed=0,
                                                verbose=0)
+        if self.cutoff:
+            self.model.quantize(input=f.name, qnorm=True, retrain=True, cutoff=self.cutoff, thread=1, verbose=0)
         os.unlink(f.name)
         return self
 
