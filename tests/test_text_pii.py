@@ -46,6 +46,7 @@ PLANTED = [
     ("138-1234-5678", "CN_MOBILE"),
     ("010-62345678", "CN_LANDLINE"),
     ("(0755) 8765 4321", "CN_LANDLINE"),
+    ("0571-87654321-8001", "CN_LANDLINE"),                  # extension after a dash
     (VALID_ID, "CN_RESIDENT_ID"),
     (f"{VALID_ID[:6]} {VALID_ID[6:14]} {VALID_ID[14:]}", "CN_RESIDENT_ID"),     # printed for reading
     (f"{VALID_ID[:6]}-{VALID_ID[6:14]}-{VALID_ID[14:]}", "CN_RESIDENT_ID"),

@@ -62,11 +62,15 @@ class CnMobileRecognizer(NotAnAmount, PatternRecognizer):
 
 
 class CnLandlineRecognizer(NotAnAmount, PatternRecognizer):
-    """Landlines with an area code: 010-12345678, (0755) 1234 5678, 021 87654321, +86 10 12345678."""
+    """Landlines with an area code: 010-12345678, (0755) 1234 5678, 021 87654321, +86 10 12345678;
+    an extension after a dash is part of the number (0571-87654321-8001, as Chinese listings print it)."""
 
+    _EXT = r"(?:-\d{1,5}(?![\d-]))?"
     PATTERNS = [
-        Pattern("cn landline", r"(?<![\d+])(?:\(0\d{2,3}\)|0(?:10|2\d|[3-9]\d{2}))[\s-]?\d{3,4}[\s-]?\d{4}(?!\d)", 0.6),
-        Pattern("cn landline intl", r"(?<![\d+])\+86[\s-]?(?:10|2\d|[3-9]\d{2})[\s-]?\d{3,4}[\s-]?\d{4}(?!\d)", 0.7),
+        Pattern("cn landline", r"(?<![\d+])(?:\(0\d{2,3}\)|0(?:10|2\d|[3-9]\d{2}))[\s-]?\d{3,4}[\s-]?\d{4}"
+                + _EXT + r"(?!\d)", 0.6),
+        Pattern("cn landline intl", r"(?<![\d+])\+86[\s-]?(?:10|2\d|[3-9]\d{2})[\s-]?\d{3,4}[\s-]?\d{4}"
+                + _EXT + r"(?!\d)", 0.7),
     ]
 
     def __init__(self, supported_language: str = "xx", **kw):
