@@ -245,7 +245,7 @@ def process_isolating(stage: Stage, table: pa.Table, stats: StageStats) -> Stage
             raise
         attempt = StageStats()
         kept, rejected, created = [], [], 0
-        for i, row, one, r in _row_by_row(stage, table, lambda row, one: stage.process(row, one)):
+        for row, one, r in _row_by_row(stage, table, stage.process):
             if isinstance(r, str):
                 r = split(row, pa.array([STAGE_ERROR], pa.string()), pa.array([r], pa.string()), one)
             attempt.merge(one)
@@ -269,7 +269,7 @@ def fingerprint_isolating(stage: GlobalStage, table: pa.Table, stats: StageStats
         if not _record_error(exc):
             raise
     prints, reasons, details = [], [], []
-    for _, _, _, fp in _row_by_row(stage, table, lambda row, _: stage.fingerprint(row)):
+    for _, _, fp in _row_by_row(stage, table, lambda row, _: stage.fingerprint(row)):
         failed = isinstance(fp, str)
         prints += [] if failed else [fp]
         reasons.append(STAGE_ERROR if failed else None)
@@ -282,16 +282,16 @@ def fingerprint_isolating(stage: GlobalStage, table: pa.Table, stats: StageStats
 
 
 def _row_by_row(stage: Stage, table: pa.Table, fn):
-    """(index, row, its stats, ``fn(row, stats)``) for every row, the result replaced by the
-    ``stage_error`` detail when ``fn`` raised a record's error (any other error is raised)."""
+    """(row, its stats, ``fn(row, stats)``) for every row, the result replaced by the
+    ``stage_error`` detail (a string) when ``fn`` raised a record's error (any other error is raised)."""
     for i in range(table.num_rows):
         row, one = table.slice(i, 1), StageStats()
         try:
-            yield i, row, one, fn(row, one)
+            yield row, one, fn(row, one)
         except Exception as exc:
             if not _record_error(exc):
                 raise
-            yield i, row, one, f"{stage.name}: {type(exc).__name__}: {exc}"[:1000]
+            yield row, one, f"{stage.name}: {type(exc).__name__}: {exc}"[:1000]
 
 
 def _record_error(exc: Exception) -> bool:

@@ -109,11 +109,10 @@ def run_unit(plan: Plan, segment_index: int, unit: Unit) -> UnitResult:
                                      StageStats()).merge(fp_stats)
                     reject(res.rejected, next_global.global_stage.name)
                     batch = res.kept
-            if batch.num_rows:
-                if next_global is not None:
-                    if fp.num_rows != batch.num_rows:
-                        raise AccountingError(f"{next_global.global_stage.name}.fingerprint returned {fp.num_rows} "
-                                              f"rows for {batch.num_rows}")
+                if fp.num_rows != batch.num_rows:
+                    raise AccountingError(f"{next_global.global_stage.name}.fingerprint returned {fp.num_rows} "
+                                          f"rows for {batch.num_rows}")
+                if batch.num_rows:
                     fp = (fp.append_column("unit", pa.array([unit.index] * fp.num_rows, pa.int32()))
                           .append_column("row", pa.array(range(kept_rows, kept_rows + fp.num_rows), pa.int64())))
                     try:
@@ -122,6 +121,7 @@ def run_unit(plan: Plan, segment_index: int, unit: Unit) -> UnitResult:
                         fp_writer.write_table(fp)
                     except OSError as exc:
                         raise _named(exc, plan.store.display(fp_path)) from exc
+            if batch.num_rows:
                 kept_writer.write(batch)
                 kept_rows += batch.num_rows
         kept = kept_writer.close()

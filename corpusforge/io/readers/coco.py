@@ -53,9 +53,10 @@ class CocoReader(Reader):
                       if "id" in c}
         by_image = defaultdict(list)
         ids = {_key(im.get("id")) for im in images if isinstance(im, dict)}
-        listed = doc.get("annotations") if isinstance(doc.get("annotations"), list) else []
-        orphans = sum(1 for a in listed if not isinstance(a, dict))
-        for ann in _entries(doc, "annotations"):
+        annotations = _entries(doc, "annotations")
+        listed = doc.get("annotations")
+        orphans = len(listed) - len(annotations) if isinstance(listed, list) else 0    # entries that are not objects
+        for ann in annotations:
             if _key(ann.get("image_id")) in ids:
                 by_image[_key(ann["image_id"])].append(ann)
             else:
