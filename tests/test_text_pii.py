@@ -250,6 +250,56 @@ def test_card_runs_are_whole_printed_groups_at_an_edge():
     assert card_spans("1201 4111 1111 1111 1111 1202") == []
 
 
+def test_cards_run_into_a_label_or_printed_with_dots(pii):
+    """Text from forms and PDFs runs a card into the word beside it ("Card No.5500...", "...1111exp")
+    and prints its groups with dots; every network and length, and Faker's, is found whole."""
+    from pii_cases import CARD_GLUED_CONTEXTS, card_sentences, cards, dotted, faker_cards
+
+    rng = random.Random(12)
+    numbers = cards(rng, per_kind=1) + faker_cards(per_type=2, seed=5)
+    cases = card_sentences(numbers, rng, templates=CARD_GLUED_CONTEXTS)
+    for number, _ in numbers:
+        written = dotted("".join(c for c in number if c.isdigit()))
+        cases.append((f"card {written} exp 04/29", (5, 5 + len(written)), "dotted"))
+    missed = [t for t, span, _ in cases if not _covered(pii.find(t), span, {"CREDIT_CARD", "CN_BANK_CARD"})]
+    assert not missed
+    out = scrub(pii, ["Card No.5500 0000 0000 0004 exp", "VISA4111111111111111exp 04/29", "amex 3782.822463.10005."])
+    assert out[0].kept.column("text").to_pylist() == ["Card No.<CREDIT_CARD> exp", "VISA<CREDIT_CARD>exp 04/29",
+                                                       "amex <CREDIT_CARD>."]
+
+
+@pytest.mark.parametrize("text", [
+    "pi is 3.4111111111111111 or so",              # digits after a decimal point
+    "commit a3f4111111111111111b0 fixed it",       # letters mixed with digits: a hash, not a card
+    "serial XK9-4111111111111111Z2",
+    "version 1.4111.1111.1111.1111 shipped",       # part of a longer dotted number
+])
+def test_card_digits_inside_numbers_and_codes_are_left(pii, text):
+    assert not [r for r in pii.find(text) if r.entity_type == "CREDIT_CARD"]
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("ssn is 536221234", "US_SSN"),                  # no separators: an SSN word decides
+    ("My social security number is 536 22 1234.", "US_SSN"),
+    ("SS# 042348377", "US_SSN"),                     # also not a phone with a trunk 0
+    ("John Smith, 498 52 4970, 42 Elm Street", "US_SSN"),   # the SSN's own 3-2-4 shape, no word
+    ("Tel 498 52 4970", "PHONE_NUMBER"),             # a phone word says otherwise
+    ("Order 536221234 shipped.", None),              # nine bare digits are as often a reference
+])
+def test_ssns_as_people_write_them(pii, text, expected):
+    assert [r.entity_type for r in pii.find(text)] == ([expected] if expected else [])
+
+
+def test_ssns_of_every_writing_with_a_word_are_found(pii):
+    from pii_cases import ssn_sentences
+
+    cases = [c for c in ssn_sentences(n=30, seed=3) if c[3]]
+    if not cases:
+        pytest.skip("Faker is not installed")
+    missed = [t for t, span, _, _ in cases if not _covered(pii.find(t), span, {"US_SSN"})]
+    assert not missed
+
+
 @pytest.mark.parametrize("text,expected", [
     ("手机：１３８１２３４５６７８", "手机：<PHONE>"),
     ("卡号：４１１１ １１１１ １１１１ １１１１，", "卡号：<CREDIT_CARD>，"),

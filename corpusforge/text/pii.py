@@ -64,6 +64,7 @@ DIGITS = ["CREDIT_CARD", "IBAN_CODE", "US_SSN", "CN_MOBILE", "CN_LANDLINE", "CN_
 TRIGGERS = [
     (r"@", ["EMAIL_ADDRESS", "URL"]),
     (r"\d(?:[ \-]?\d){11,}", ["CREDIT_CARD", "CN_BANK_CARD"]),     # 12-19 digits, single spaces or dashes
+    (r"\d{4}\.\d{4,6}\.\d{4}", ["CREDIT_CARD"]),                    # a card's groups printed with dots
     (r"(?i)[a-z]{2}\d{2}", ["IBAN_CODE"]),                           # an IBAN opens with country + check digits
     (r"\d{3}-\d{6}|\d{5}-\d{4}|\d{3}[- .]?\d{2}[- .]?\d{4}", ["US_SSN"]),   # presidio's five SSN shapes
     (r"1[3-9]\d[\s-]?\d{4}", ["CN_MOBILE"]),
@@ -315,7 +316,9 @@ class Pii(Stage):
         digit (card, Chinese ID, IBAN) wins over anything else it overlaps (a card's digits and the
         expiry after it read as one long "phone"); then a finding inside a longer one gives way to it
         (``(016)097-5351`` inside ``(016)097-5351x3933``); then the higher score wins, then the
-        longer span, then the earlier."""
+        longer span, then the earlier; at a tie a phone, read from digit groups alone, gives way to
+        an identifier of its own shape (``498 52 4970``: an SSN's 3-2-4, which phonenumbers also
+        accepts)."""
         checked = [r for r in results if r.entity_type in CHECK_DIGIT]
         if checked:
             results = checked + [r for r in results if r.entity_type not in CHECK_DIGIT and
@@ -328,7 +331,8 @@ class Pii(Stage):
             if r.end > best_end:
                 best_start, best_end = r.start, r.end
         chosen = []
-        for r in sorted(outer, key=lambda r: (-r.score, -(r.end - r.start), r.start, r.entity_type)):
+        for r in sorted(outer, key=lambda r: (-r.score, -(r.end - r.start), r.start, r.entity_type == "PHONE_NUMBER",
+                                              r.entity_type)):
             if all(r.end <= o.start or r.start >= o.end for o in chosen):
                 chosen.append(r)
         return sorted(chosen, key=lambda r: r.start)

@@ -90,8 +90,16 @@ class PaymentCardRecognizer(EntityRecognizer):
     prefix and length."""
 
     # up to 40 digits: a card and a number beside it ("4111 ... 1111 04/29", "no. 12 4111 ... 1111") are
-    # one candidate, and card_spans finds the card among its groups
-    CANDIDATE = regex.compile(r"(?<![\p{Latin}\d\-.,+])\d(?:[ \-]?\d){11,39}(?![\p{Latin}\d]|[.,]\d)")
+    # one candidate, and card_spans finds the card among its groups. Never the digits after a
+    # decimal point or a sign, nor a part of a longer dotted number; a dot after a label is fine
+    # ("Card No.5500 ..."). The groups may be printed with dots ("4111.1111.1111.1111", Amex 4.6.5).
+    CANDIDATE = regex.compile(r"(?<![\d\-+])(?<!\d[.,])(?:\d(?:[ \-]?\d){11,39}|\d{4}(?:\.\d{4,6}){2}(?:\.\d{1,5}){0,2})"
+                              r"(?!\d|[.,]\d)")
+    # a candidate may touch Latin letters only when they are a word of letters alone ("card 4111...exp",
+    # "VISA4111..."): text from forms and PDFs runs labels into numbers, while letters mixed with
+    # digits around the run make it part of a code (a hash, a serial) that holds no card
+    LETTERS_BEFORE = regex.compile(r"[\p{Latin}\d_]*\p{Latin}$")
+    LETTERS_AFTER = regex.compile(r"\p{Latin}[\p{Latin}\d_]*")
 
     def __init__(self, supported_language: str = "xx"):
         super().__init__(supported_entities=["CREDIT_CARD"], supported_language=supported_language,
@@ -103,8 +111,16 @@ class PaymentCardRecognizer(EntityRecognizer):
     def analyze(self, text: str, entities: List[str], nlp_artifacts=None) -> List[RecognizerResult]:
         out = []
         for m in self.CANDIDATE.finditer(text):
+            if not self.apart_from_codes(text, m.start(), m.end()):
+                continue
             out += [RecognizerResult("CREDIT_CARD", m.start() + s, m.start() + e, 1.0) for s, e in card_spans(m.group())]
         return out
+
+    def apart_from_codes(self, text: str, start: int, end: int) -> bool:
+        """No letters touch text[start:end], or those that do are words of letters alone."""
+        before = self.LETTERS_BEFORE.search(text, max(0, start - 64), start)
+        after = self.LETTERS_AFTER.match(text, end, min(len(text), end + 64))
+        return all(w is None or w.group().isalpha() for w in (before, after))
 
 
 GROUP = regex.compile(r"\d+")

@@ -53,7 +53,7 @@ PHONE_WORDS = (r"phone|telephone|tel|tél|ph|mob|mobile|cell|cellphone|fax|call|
                r"handy|móvil|movil|celular|portable|手机|手機|电话|電話|联系|聯繫|聯絡|致电|拨打|撥打|来电|热线|"
                r"熱線|传真|傳真|座机|咨询|諮詢|服务台|客服")
 OTHER_WORDS = (r"isbn|issn|doi|order|invoice|tracking|shipment|parcel|account|acct|iban|routing|sku|serial|"
-               r"model|part|patent|case|ref|reference|ticket|policy|passport|licen[cs]e|ssn|social security|"
+               r"model|part|patent|case|ref|reference|ticket|policy|passport|licen[cs]e|ssns?|ss ?#|ssid|social security|"
                r"zip|postal|postcode|version|build|page|pages|pp|vol|isin|cusip|lot|batch|qq|扣扣|群|订单|單號|"
                r"单号|编号|編號|运单|運單|快递|快遞|账号|帐号|賬號|卡号|卡號|型号|型號|序列号|身份证|身份證|邮编|郵編|"
                r"专利|專利|合同|金额|金額|价格|價格|总价|價款|价款|薪|工资|指数|指數|综指|股价|人口|面积|代码|代碼|"

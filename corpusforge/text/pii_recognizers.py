@@ -127,6 +127,31 @@ class CnPassportRecognizer(PatternRecognizer):
         return [r for r in results if self.KEYWORDS.search(text, max(0, r.start - self.window), r.start)]
 
 
+class ContextSsnRecognizer(UsSsnRecognizer):
+    """presidio's US SSN recognizer (its patterns, its checks), with its context words read here.
+
+    presidio raises a weak match (a plain ``536221234``, presidio's score 0.05) when a context word
+    stands before it, but that pass needs NLP tokens, which the model-free engine never makes: an
+    SSN written without separators after "SSN:" was missed. Here a match with an SSN word
+    (social security, SSN, SS#, SSID) in the ``window`` characters before it gets presidio's own
+    boost (+0.35, at least 0.4); without one, a plain nine-digit run stays below the threshold
+    (it is as often an order or a reference number)."""
+
+    KEYWORDS = regex.compile(r"(?<![a-z])(?:ssns?|ss ?#|ssid|social[\s\-]+sec(?:urity)?)(?![a-z])", regex.IGNORECASE)
+    BOOST, MIN_WITH_CONTEXT = 0.35, 0.4
+
+    def __init__(self, supported_language: str = "xx", window: int = 30, **kw):
+        super().__init__(supported_language=supported_language, **kw)
+        self.window = window
+
+    def analyze(self, text: str, entities: List[str], nlp_artifacts=None, regex_flags=None) -> List[RecognizerResult]:
+        results = super().analyze(text, entities, nlp_artifacts, regex_flags)
+        for r in results:
+            if self.KEYWORDS.search(text, max(0, r.start - self.window), r.start):
+                r.score = min(1.0, max(r.score + self.BOOST, self.MIN_WITH_CONTEXT))
+        return results
+
+
 class CjkSafeUrlRecognizer(UrlRecognizer):
     """presidio's URL recognizer, with matches run to the end of the URL, cut at the first non-ASCII
     character and without trailing sentence punctuation (``www.example.cn/path今天`` ->
@@ -221,7 +246,7 @@ class SuffixCutEmailRecognizer(EmailRecognizer):
 
 PRESIDIO = {
     "EMAIL_ADDRESS": SuffixCutEmailRecognizer, "CREDIT_CARD": PaymentCardRecognizer, "IBAN_CODE": IbanRecognizer,
-    "IP_ADDRESS": IpRecognizer, "URL": CjkSafeUrlRecognizer, "US_SSN": UsSsnRecognizer,
+    "IP_ADDRESS": IpRecognizer, "URL": CjkSafeUrlRecognizer, "US_SSN": ContextSsnRecognizer,
 }
 CHINESE = {
     "CN_MOBILE": CnMobileRecognizer, "CN_LANDLINE": CnLandlineRecognizer, "CN_RESIDENT_ID": CnResidentIdRecognizer,
