@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS", "")
 
 from pii_cases import (CARD_CONTEXTS, CARD_GLUED_CONTEXTS, CHINESE_NON_PII, NON_PHONES, card_sentences,  # noqa: E402
-                       cards, dotted, faker_cards, faker_phones, luhn_non_cards, phone_examples, phone_sentences,
-                       ssn_sentences)
+                       cards, dotted, faker_cards, faker_phones, glued_phone_sentences, luhn_non_cards, phone_examples,
+                       phone_sentences, ssn_sentences)
 
 from corpusforge.text.pii import Pii  # noqa: E402
 
@@ -78,6 +78,21 @@ def main():
         missed = [t for t, sp, ctx in sentences if ctx and not covered(find(t), sp, PHONE_TYPES)]
         if missed:
             print(f"\nmissed with context ({len(missed)}): {missed[:12]}\n")
+
+    print("\n## Phones run into the word before them\n")
+    print("Every number above once run into a phone word (`Tel.{}`, `phone{}`, `Ph#{}`, `Fax{}`, `call{}`, "
+          "`Tel No.{}`): recall; and once into a code's word (`ID{}`, `SKU{}`, `ref#{}`, `Order No.{}`, `v{}`, "
+          "`ABC{}`), without its \"+\": share tagged as a phone (lower is right).\n")
+    print("| source | run into | cases | text.pii | presidio PhoneRecognizer |")
+    print("|---|---|---|---|---|")
+    for label, numbers in (("phonenumbers examples", phone_examples()), ("Faker, every locale", faker_phones())):
+        glued = glued_phone_sentences(numbers, rng)
+        for ctx in (True, False):
+            sub = [s for s in glued if s[2] == ctx]
+            a = sum(covered(find(t), sp, PHONE_TYPES) for t, sp, _ in sub)
+            b = sum(covered(presidio_phone(t), sp, {"PHONE_NUMBER"}) for t, sp, _ in sub)
+            print(f"| {label} | {'a phone word' if ctx else 'a code word'} | {len(sub)} | {a / len(sub):.3f} | "
+                  f"{b / len(sub):.3f} |")
 
     print("\n## Payment cards: recall by network and length\n")
     per = defaultdict(lambda: [0, 0, 0])

@@ -24,6 +24,23 @@ REGIONS = ["US", "GB", "DE", "FR", "ES", "IT", "IN", "BR", "JP", "CN", "AU", "RU
 WITH_CONTEXT = ["Call me on {} tomorrow.", "Phone: {}", "You can reach the office at {}.", "Tel. {} (weekdays)",
                 "请拨打{}联系我们。", "联系电话：{}", "My mobile number is {}", "Fax {} or e-mail."]
 NO_CONTEXT = ["{}", "John Smith, {}, 42 Elm Street", "- {}\n- next line", "Details: {}."]
+# a phone word run into the number, as forms, signatures and PDF text print it; and the same
+# numbers run into words that say they are codes, which must stay
+GLUED_PHONE_CONTEXTS = ["Tel.{}", "phone{} (office)", "Ph#{}", "Fax{} or e-mail", "call{} now", "Tel No.{}"]
+GLUED_CODE_CONTEXTS = ["ID{}", "SKU{} in stock", "ref#{}", "Order No.{}", "v{}", "ABC{}"]
+
+
+def glued_phone_sentences(numbers, rng: random.Random):
+    """[(text, (start, end), phone word or not)]: each number once run into a phone word, once
+    into a code's word (the number written without a leading "+": a code never has one)."""
+    out = []
+    for number, _ in numbers:
+        for templates, ctx in ((GLUED_PHONE_CONTEXTS, True), (GLUED_CODE_CONTEXTS, False)):
+            written = number if ctx else number.lstrip("+")
+            t = rng.choice(templates)
+            start = t.index("{}")
+            out.append((t.format(written), (start, start + len(written)), ctx))
+    return out
 
 
 def _fmt_variants(number_obj) -> list[str]:

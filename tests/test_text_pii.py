@@ -205,6 +205,29 @@ def test_a_bare_digit_run_needs_a_phone_word(pii):
     assert [r.entity_type for r in pii.find("my number is 0793824219")] == ["PHONE_NUMBER"]
 
 
+@pytest.mark.parametrize("text,number", [
+    ("phone4155552671", "4155552671"), ("tel.415-555-2671", "415-555-2671"), ("Ph#415-555-2671", "415-555-2671"),
+    ("Fax+1 415 555 2671 or e-mail", "+1 415 555 2671"), ("Tel No.4155552671", "4155552671"),
+    ("call415-555-2671 now", "415-555-2671"), ("Tel.+44 20 7946 0958", "+44 20 7946 0958"),
+])
+def test_a_phone_word_run_into_the_number(pii, text, number):
+    assert [(r.entity_type, text[r.start:r.end]) for r in pii.find(text)] == [("PHONE_NUMBER", number)]
+
+
+@pytest.mark.parametrize("text", ["ID4155552671", "SKU415-555-2671 in stock", "v415.555.2671", "hotel4155552671",
+                                  "graph415-555-2671", "ref#4155552671", "Order No.415 555 2671"])
+def test_a_number_run_into_any_other_word_is_no_phone(pii, text):
+    assert pii.find(text) == []
+
+
+def test_phones_run_into_a_phone_word_in_every_format(pii):
+    from pii_cases import glued_phone_sentences, phone_examples
+
+    cases = [c for c in glued_phone_sentences(phone_examples(), random.Random(5)) if c[2]]
+    missed = [t for t, span, _ in cases if not _covered(pii.find(t), span, PHONE_TYPES)]
+    assert not missed
+
+
 def test_every_card_network_and_length_and_no_other_luhn_number(pii):
     from pii_cases import cards, luhn_non_cards
 

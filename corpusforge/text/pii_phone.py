@@ -32,16 +32,6 @@ from presidio_analyzer import EntityRecognizer, RecognizerResult
 from corpusforge.text.pii_numbers import is_amount
 
 SEPARATORS = " -./\u00a0\u2010\u2011\u2013"
-# a chain of digit groups, each joined by one separator (or a bracket); the lookbehind keeps
-# numbers glued to letters, signs and other numbers out (ID-5551234, v10.0.1, 3.14159)
-_SEP = r"[ \-./\u00a0\u2010\u2011\u2013]"
-_GROUP = r"(?:\(\+?\d{1,6}(?:[ \-]\d{1,4})?\)|\d{1,15})"   # digits, or bracketed: (0755), (0), (+370), (06 1)
-CHAIN = regex.compile(
-    r"(?<![\p{Latin}\d+@_\-./,#$€£¥￥]|\d[ \-./])"        # never inside a longer chain
-    r"(?:\+\s?|\b00[ \-.]?)?"                           # international prefix: +44, 0049
-    rf"{_GROUP}(?:(?:{_SEP}\s?|(?<=\))|(?=\(|\s\())\s?{_GROUP}){{0,7}}"
-    r"(?:[ ]?(?:x|ext\.?|extn\.?|extension|#|转|分机)[ ]?\d{1,6})?"   # extension
-    r"(?![\p{Latin}\d%％‰]|[.,\-:]\d)", regex.IGNORECASE)
 # every candidate's main part holds 7+ digits joined by at most 4 of these characters: the
 # stage's pre-scan trigger
 TRIGGER = r"\d(?:[ \-./\u00a0\u2010\u2011\u2013()]{0,4}\d){6,}"
@@ -64,6 +54,19 @@ GENERIC_WORDS = r"number|numbers|nr|no|num|号码|號碼"
 KEYWORD = regex.compile(rf"(?<![\p{{Latin}}])(?:(?P<phone>{PHONE_WORDS})|(?P<other>{OTHER_WORDS})|"
                         rf"(?P<generic>{GENERIC_WORDS}))(?![\p{{Latin}}])", regex.IGNORECASE)
 BEFORE, AFTER = 40, 16
+# a chain of digit groups, each joined by one separator (or a bracket); the lookbehind keeps
+# numbers glued to letters, signs and other numbers out (ID-5551234, v10.0.1, 3.14159), except
+# after a phone word run into the number as forms and PDFs print it (phone4155552671,
+# tel.415-555-2671, Ph#..., Fax+1 ..., Tel No.4155552671)
+_SEP = r"[ \-./\u00a0\u2010\u2011\u2013]"
+_GROUP = r"(?:\(\+?\d{1,6}(?:[ \-]\d{1,4})?\)|\d{1,15})"   # digits, or bracketed: (0755), (0), (+370), (06 1)
+CHAIN = regex.compile(
+    rf"(?:(?<=(?<![\p{{Latin}}])(?:{PHONE_WORDS})(?:\s?(?:no|nr|num|number))?[.:#]?)"   # a phone word run into it
+    r"|(?<![\p{Latin}\d+@_\-./,#$€£¥￥]|\d[ \-./]))"      # else never inside a longer chain or a code
+    r"(?:\+\s?|\b00[ \-.]?)?"                           # international prefix: +44, 0049
+    rf"{_GROUP}(?:(?:{_SEP}\s?|(?<=\))|(?=\(|\s\())\s?{_GROUP}){{0,7}}"
+    r"(?:[ ]?(?:x|ext\.?|extn\.?|extension|#|转|分机)[ ]?\d{1,6})?"   # extension
+    r"(?![\p{Latin}\d%％‰]|[.,\-:]\d)", regex.IGNORECASE)
 CLAUSE_END = regex.compile(r"[。；;！？!?\n](?!.*[。；;！？!?\n])", regex.DOTALL)   # the last one in the text
 
 
