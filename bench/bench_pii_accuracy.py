@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS", "")
 
 from pii_cases import (CARD_CONTEXTS, CARD_GLUED_CONTEXTS, CHINESE_NON_PII, NON_PHONES, card_sentences,  # noqa: E402
-                       cards, dotted, faker_cards, faker_phones, glued_phone_sentences, luhn_non_cards, phone_examples,
-                       phone_sentences, ssn_sentences)
+                       cards, dotted, email_sentences, faker_cards, faker_phones, glued_phone_sentences, luhn_non_cards,
+                       phone_examples, phone_sentences, ssn_sentences)
 
 from corpusforge.text.pii import Pii  # noqa: E402
 
@@ -44,10 +44,12 @@ def presidio_engine(kind: str, spacy_model: str | None = None):
     or with ``spacy_model``'s tokens so that its context words can raise a weak match's score."""
     from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
     from presidio_analyzer.nlp_engine import NlpEngineProvider, NoOpNlpEngine
-    from presidio_analyzer.predefined_recognizers import CreditCardRecognizer, PhoneRecognizer, UsSsnRecognizer
+    from presidio_analyzer.predefined_recognizers import (CreditCardRecognizer, EmailRecognizer, PhoneRecognizer,
+                                                          UsSsnRecognizer)
 
     registry = RecognizerRegistry(supported_languages=["en"])
-    registry.add_recognizer({"phone": PhoneRecognizer, "card": CreditCardRecognizer, "ssn": UsSsnRecognizer}[kind]())
+    registry.add_recognizer({"phone": PhoneRecognizer, "card": CreditCardRecognizer, "ssn": UsSsnRecognizer,
+                             "email": EmailRecognizer}[kind]())
     if spacy_model:
         nlp = NlpEngineProvider(nlp_configuration={"nlp_engine_name": "spacy", "models": [
             {"lang_code": "en", "model_name": spacy_model}]}).create_engine()
@@ -160,6 +162,31 @@ def main():
                 c = (f"{sum(covered(presidio_ssn_ctx(t), sp, {'US_SSN'}) for t, sp, _, _ in sub) / len(sub):.3f}"
                      if presidio_ssn_ctx else "n/a")
                 print(f"| {way} | {'yes' if ctx else 'no'} | {len(sub)} | {a / len(sub):.3f} | {b / len(sub):.3f} | {c} |")
+
+    emails = email_sentences()
+    if emails:
+        presidio_email = presidio_engine("email")
+        print("\n## E-mail addresses in people's own letters: recall, and addresses left partly in the text\n")
+        print("13 locales (Faker's names and cities); the address whole inside an EMAIL_ADDRESS finding; "
+              "'partial': a finding inside the address that leaves the rest of it (a name) in the text.\n")
+        print("| address | cases | text.pii | partial | presidio EmailRecognizer | partial |")
+        print("|---|---|---|---|---|---|")
+
+        def partial(findings, span):
+            s, e = span
+            return any(r.entity_type == "EMAIL_ADDRESS" and s <= r.start < r.end <= e and (r.start, r.end) != span
+                       for r in findings)
+
+        for kind in ("Faker's own", "name in its letters", "name and IDN domain"):
+            sub = [c for c in emails if c[2] == kind]
+            ours_f = [find(t) for t, _, _ in sub]
+            pres_f = [presidio_email(t) for t, _, _ in sub]
+            n = len(sub)
+            a = sum(covered(f, sp, {"EMAIL_ADDRESS"}) for f, (_, sp, _) in zip(ours_f, sub))
+            ap = sum(partial(f, sp) for f, (_, sp, _) in zip(ours_f, sub))
+            b = sum(covered(f, sp, {"EMAIL_ADDRESS"}) for f, (_, sp, _) in zip(pres_f, sub))
+            bp = sum(partial(f, sp) for f, (_, sp, _) in zip(pres_f, sub))
+            print(f"| {kind} | {n} | {a / n:.3f} | {ap / n:.3f} | {b / n:.3f} | {bp / n:.3f} |")
 
     print("\n## Numbers that are not personal data: documents with any tag\n")
     for label, texts in (("English and Chinese non-identifiers", NON_PHONES), ("Chinese amounts, prices, groups",

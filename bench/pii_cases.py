@@ -8,6 +8,8 @@
   spaces, dashes or dots, and Amex's 4-6-5, beside other numbers or run into a word; and
   Luhn-valid numbers that are no card by prefix or length.
 * US Social Security numbers (Faker's), with dashes, spaces or none, with and without an SSN word.
+* E-mail addresses of 13 locales: Faker's own, and the person's name in its own letters, at an
+  ASCII domain and at an IDN one.
 * Non-phones that must stay: dates, times, versions, amounts, ranges, order and tracking numbers,
   ISBNs, coordinates, years, Chinese amounts and prices.
 """
@@ -186,6 +188,39 @@ def ssn_sentences(n: int = 60, seed: int = 0) -> list[tuple[str, tuple[int, int]
                 t = rng.choice(templates)
                 start = t.index("{}")
                 out.append((t.format(written), (start, start + len(written)), way, ctx))
+    return out
+
+
+# e-mail addresses in people's own letters (RFC 6531 local parts, IDN domains), from Faker's names
+# and cities of locales whose alphabets go beyond ASCII; each locale's own top-level domain
+EMAIL_LOCALES = {"de_DE": "de", "fr_FR": "fr", "es_ES": "es", "pt_BR": "com.br", "pl_PL": "pl", "cs_CZ": "cz",
+                 "tr_TR": "com.tr", "sv_SE": "se", "hu_HU": "hu", "ru_RU": "рф", "uk_UA": "укр", "el_GR": "gr",
+                 "vi_VN": "vn"}
+EMAIL_CONTEXTS = ["Write to {} today.", "E-mail: {}", "({})", "邮箱{}获取", "Kontakt {}, danke"]
+
+
+def email_sentences(per_locale: int = 20, seed: int = 0) -> list[tuple[str, tuple[int, int], str]]:
+    """[(text, span, kind)]: per locale, Faker's own (ASCII) address, and an address of the
+    person's name in their letters at an ASCII domain, and at their city's IDN domain; in one of
+    EMAIL_CONTEXTS (none without Faker)."""
+    try:
+        from faker import Faker
+    except ImportError:
+        return []
+    rng = random.Random(seed)
+    out = []
+    for locale, tld in EMAIL_LOCALES.items():
+        fake = Faker(locale)
+        fake.seed_instance(seed)
+        for _ in range(per_locale):
+            name = ".".join("".join(ch for ch in part.lower() if ch.isalpha())
+                            for part in (fake.first_name(), fake.last_name()))
+            city = "".join(ch for ch in fake.city().lower() if ch.isalpha() or ch == "-").strip("-")
+            for kind, address in (("Faker's own", fake.email()), ("name in its letters", f"{name}@{fake.free_email_domain()}"),
+                                  ("name and IDN domain", f"{name}@{city}.{tld}")):
+                t = rng.choice(EMAIL_CONTEXTS)
+                start = t.index("{}")
+                out.append((t.format(address), (start, start + len(address)), kind))
     return out
 
 

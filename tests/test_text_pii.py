@@ -379,6 +379,29 @@ def test_email_run_into_the_next_word(pii, text, expected):
     assert scrub(pii, [text])[0].kept.column("text")[0].as_py() == expected
 
 
+@pytest.mark.parametrize("text,expected", [
+    ("Écrivez à josé.garcía@correo.es.", "Écrivez à <EMAIL>."),      # the ASCII pattern alone left "josé.garcí"
+    ("E-mail: müller@example.de", "E-mail: <EMAIL>"),
+    ("info@münchen.de bitte", "<EMAIL> bitte"),                      # an IDN domain
+    ("почта: дмитрий@пример.рф.", "почта: <EMAIL>."),
+    ("邮箱müller@example.de获取", "邮箱<EMAIL>获取"),                   # Han around it is still a boundary
+    ("Zoë.Ångström@uni.seHello", "<EMAIL>Hello"),                    # run into the next word, cut at the suffix
+    ("Kontakt kornel@bielawa.pl, x@gov.ua", "Kontakt <EMAIL>, <EMAIL>"),   # the domain is a public suffix itself
+])
+def test_email_addresses_in_their_own_letters_are_scrubbed_whole(pii, text, expected):
+    assert scrub(pii, [text])[0].kept.column("text")[0].as_py() == expected
+
+
+def test_email_addresses_of_13_locales_never_left_in_part(pii):
+    from pii_cases import email_sentences
+
+    cases = email_sentences(per_locale=4, seed=2)
+    if not cases:
+        pytest.skip("Faker is not installed")
+    missed = [t for t, span, _ in cases if not _covered(pii.find(t), span, {"EMAIL_ADDRESS"})]
+    assert not missed
+
+
 def test_chinese_news_mobiles_and_emails_found_amounts_left(pii):
     lines = [l for l in shared("text", "clue_corpus_small_sample.zh.txt").read_text().splitlines() if l.strip()]
     import re

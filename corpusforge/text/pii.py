@@ -19,8 +19,8 @@ Speed without changing what is found:
    documents with a trigger go to presidio.
 2. Windows: presidio runs on the text around the triggers, with only the recognizers the
    triggers call for and only as much context as each needs: 3 characters for phone numbers, 48
-   for the other numbers, and for emails, URLs and IPs the run of non-space ASCII characters
-   around the trigger (at most ``window`` either side). A finding that touches a window edge is
+   for the other numbers, and for emails, URLs and IPs the run of address characters (non-space
+   ASCII; accented, Greek, Cyrillic letters) around the trigger (at most ``window`` either side). A finding that touches a window edge is
    re-checked on the whole document, so findings equal those of presidio with every
    recognizer on the whole document (``bench/bench_pii.py`` and the tests check it).
 User recognizers (``recognizers_yaml``) have unknown shapes: with them the pre-scan is off unless
@@ -45,7 +45,7 @@ from corpusforge.stage import Stage, StageConfig, StageResult, StageStats, split
 from corpusforge.text.pii_ner import (DEFAULT_SPACY_MODEL, NER_ENTITIES, ChineseNerRecognizer, SpacyNerRecognizer,
                                       require)
 from corpusforge.text.pii_phone import TRIGGER as PHONE_TRIGGER
-from corpusforge.text.pii_recognizers import ALL_ENTITIES
+from corpusforge.text.pii_recognizers import ALL_ENTITIES, NON_ASCII_ADDRESS_CHAR
 
 DEFAULT_ENTITIES = [e for e in ALL_ENTITIES if e != "URL"]
 TAGS = {"EMAIL_ADDRESS": "<EMAIL>", "PHONE_NUMBER": "<PHONE>", "CREDIT_CARD": "<CREDIT_CARD>", "IBAN_CODE": "<IBAN>",
@@ -84,10 +84,10 @@ TRIGGERS = [
 # characters; emails and URLs can be long (``window`` in the config). Entities with the same
 # margin are analyzed in one presidio call.
 MARGIN = {"PHONE_NUMBER": 48, "CN_QQ": 48, **{e: 48 for e in DIGITS}}
-# Emails, URLs and IPs contain no whitespace and (ASCII-safe patterns) no non-ASCII character: a
-# match lies inside the run of non-space ASCII characters around its trigger, plus the quote or
-# bracket next to it.
-ASCII_RUN = {"EMAIL_ADDRESS", "URL", "IP_ADDRESS"}
+# Emails, URLs and IPs contain no whitespace, and no character but ASCII and (an internationalized
+# e-mail address) accented, Greek or Cyrillic letters: a match lies inside the run of such
+# characters around its trigger, plus the quote or bracket next to it.
+ADDRESS_RUN = {"EMAIL_ADDRESS", "URL", "IP_ADDRESS"}
 RUN_MARGIN = 3
 # identifiers whose recognizer verifies a check digit: when one overlaps a shape-only finding
 # (a phone guessed from digit groups), the verified one is what the digits are
@@ -146,13 +146,19 @@ class PiiConfig(StageConfig):
         return self.policy.get(entity, self.policy.get("default", "tag"))
 
 
-def _ascii_run(text: str, start: int, end: int, cap: int) -> tuple[int, int]:
-    """The run of non-space ASCII characters around text[start:end], plus RUN_MARGIN, at most
-    ``cap`` characters either side."""
+def _address_char(ch: str) -> bool:
+    """A character an address can hold: non-space ASCII, or an accented, Greek or Cyrillic letter
+    (an internationalized e-mail address)."""
+    return not ch.isspace() and (ch < "\x80" or NON_ASCII_ADDRESS_CHAR.match(ch) is not None)
+
+
+def _address_run(text: str, start: int, end: int, cap: int) -> tuple[int, int]:
+    """The run of address characters around text[start:end], plus RUN_MARGIN, at most ``cap``
+    characters either side."""
     lo, hi = start, end
-    while lo > max(0, start - cap) and text[lo - 1] < "\x80" and not text[lo - 1].isspace():
+    while lo > max(0, start - cap) and _address_char(text[lo - 1]):
         lo -= 1
-    while hi < min(len(text), end + cap) and text[hi] < "\x80" and not text[hi].isspace():
+    while hi < min(len(text), end + cap) and _address_char(text[hi]):
         hi += 1
     return max(0, lo - RUN_MARGIN), min(len(text), hi + RUN_MARGIN)
 
@@ -254,14 +260,14 @@ class Pii(Stage):
     def _find_structured(self, text: str, entities: list[str], trig) -> list:
         margins = {}                              # margin -> entities analyzed with it
         for e in entities:
-            margins.setdefault("run" if e in ASCII_RUN else MARGIN.get(e, self.config.window), set()).add(e)
+            margins.setdefault("run" if e in ADDRESS_RUN else MARGIN.get(e, self.config.window), set()).add(e)
         hits = [(m.start(), m.end(), set(ents)) for rx, ents in trig for m in rx.finditer(text)]
         if not hits:
             return []
         found = []
         for margin, group in sorted(margins.items(), key=lambda kv: str(kv[0])):
             if margin == "run":
-                spans = sorted((*_ascii_run(text, s, e, self.config.window), ents & group)
+                spans = sorted((*_address_run(text, s, e, self.config.window), ents & group)
                                for s, e, ents in hits if ents & group)
             else:
                 spans = sorted((max(0, s - margin), min(len(text), e + margin), ents & group)

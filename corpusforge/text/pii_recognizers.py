@@ -207,11 +207,29 @@ class CnQqRecognizer(NotAnAmount, PatternRecognizer):
         return out
 
 
+# letters an internationalized address (RFC 6531 local part, IDN domain) is written in: Latin
+# with accents, Greek, Cyrillic. CJK is left out: Chinese and Japanese text runs words into an
+# ASCII address with no space (``邮箱zhang@163.com获取``), so a Han character is a boundary.
+ADDRESS_LETTER = r"[\p{Latin}\p{Greek}\p{Cyrillic}\p{M}0-9]"
+NON_ASCII_ADDRESS_CHAR = regex.compile(r"[\p{Latin}\p{Greek}\p{Cyrillic}\p{M}]")
+
+
 class SuffixCutEmailRecognizer(EmailRecognizer):
     """presidio's e-mail recognizer, finding addresses run into the following word
     (``nu@digifun.cnWAP: ...``): when the last label is no public suffix, it is cut to the
     longest prefix that is one, at a lower-to-upper case change first. The suffix list is the
-    snapshot bundled with tldextract (no network)."""
+    snapshot bundled with tldextract (no network).
+
+    And addresses with accented, Greek or Cyrillic letters (``josé.garcía@correo.es``,
+    ``info@münchen.de``, ``почта@пример.рф``): presidio's ASCII pattern found ``a@correo.es`` in
+    the first, and scrubbing left the name ``josé.garcí`` in the text; here the whole address is
+    one finding."""
+
+    INTERNATIONAL = regex.compile(
+        rf"(?<!{ADDRESS_LETTER}|[._%+\-])(?:{ADDRESS_LETTER}|[_%+\-])(?:{ADDRESS_LETTER}|[._%+\-])*"
+        rf"@{ADDRESS_LETTER}(?:(?:{ADDRESS_LETTER}|-)*{ADDRESS_LETTER})?"
+        rf"(?:\.{ADDRESS_LETTER}(?:(?:{ADDRESS_LETTER}|-)*{ADDRESS_LETTER})?)*\.(?:\p{{Latin}}{{2,}}|\p{{Cyrillic}}{{2,}}|"
+        rf"\p{{Greek}}{{2,}}|xn--[a-z0-9\-]+)", regex.IGNORECASE)
 
     def __init__(self, supported_language: str = "xx", **kw):
         super().__init__(supported_language=supported_language, **kw)
@@ -220,7 +238,9 @@ class SuffixCutEmailRecognizer(EmailRecognizer):
         self._extract = tldextract.TLDExtract(suffix_list_urls=(), cache_dir=None)
 
     def validate_result(self, pattern_text: str):
-        return self._extract(pattern_text).fqdn != ""
+        # a known public suffix ends the domain; the domain may be one itself (``x@gov.ua``,
+        # ``x@bielawa.pl``: a registry's own domain, where presidio's check on ``fqdn`` said no)
+        return self._extract(pattern_text).suffix != ""
 
     def analyze(self, text: str, entities: List[str], nlp_artifacts=None, regex_flags=None) -> List[RecognizerResult]:
         out = super().analyze(text, entities, nlp_artifacts, regex_flags)
@@ -231,7 +251,25 @@ class SuffixCutEmailRecognizer(EmailRecognizer):
             cut = self._cut(m.group())
             if cut:
                 out.append(RecognizerResult("EMAIL_ADDRESS", m.start(), m.start() + len(cut), 0.5))
+        if not text.isascii():
+            out = self._international(text, out)
         return out
+
+    def _international(self, text: str, found: list) -> list:
+        """Addresses with non-ASCII letters, whole; an ASCII finding inside one gives way to it."""
+        for m in self.INTERNATIONAL.finditer(text):
+            if m.group().isascii():
+                continue
+            address = m.group() if self.validate_result(m.group()) else self._cut(m.group())
+            if not address:
+                continue
+            start, end = m.start(), m.start() + len(address)
+            inside = [r for r in found if r.start >= start and r.end <= end]
+            if any(r.start < end and r.end > start for r in found if r not in inside):
+                continue
+            found = [r for r in found if r not in inside]
+            found.append(RecognizerResult("EMAIL_ADDRESS", start, end, max([1.0] + [r.score for r in inside])))
+        return found
 
     def _cut(self, address: str) -> str | None:
         head, _, last = address.rpartition(".")
