@@ -356,6 +356,10 @@ def test_ssn_shape_is_never_an_international_phone(pii):
     ("see www.king.biz/a?b=1, today", "www.king.biz/a?b=1"),
     ("visit example.community now", "example.community"),         # matched as .com before
     ("链接https://www.x.biz/路径。", "https://www.x.biz/"),
+    ("see https://de.wikipedia.org/wiki/Müller for more", "https://de.wikipedia.org/wiki/Müller"),   # was .../M
+    ("https://münchen.de/rathaus ok", "https://münchen.de/rathaus"),                 # was nchen.de/rathaus
+    ("Ссылка: https://ru.wikipedia.org/wiki/Москва.", "https://ru.wikipedia.org/wiki/Москва"),
+    ("⬇️https://t.co/hopPjqa95w now", "https://t.co/hopPjqa95w"),                   # an emoji's selector is no letter
 ])
 def test_urls_run_to_their_end(text, url):
     found = Pii(Pii.Config(entities=["URL"])).find(text)

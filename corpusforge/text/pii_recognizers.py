@@ -25,6 +25,13 @@ from corpusforge.text.pii_numbers import PaymentCardRecognizer, is_amount, luhn_
 from corpusforge.text.pii_phone import ContextPhoneRecognizer
 
 ASCII_FLAGS = regex.DOTALL | regex.MULTILINE | regex.IGNORECASE | regex.ASCII
+# letters an internationalized address (RFC 6531 local part, IDN domain) is written in: Latin
+# with accents, Greek, Cyrillic. CJK is left out: Chinese and Japanese text runs words into an
+# ASCII address with no space (``邮箱zhang@163.com获取``), so a Han character is a boundary.
+# (a combining mark counts after a letter only: an emoji's variation selector is no letter)
+ADDRESS_LETTER = r"(?:[\p{Latin}\p{Greek}\p{Cyrillic}0-9]\p{M}*)"
+NON_ASCII_LETTER = regex.compile(r"(?V1)[[\p{Latin}\p{Greek}\p{Cyrillic}]--\p{ASCII}]")
+NON_ASCII_ADDRESS_CHAR = regex.compile(r"(?V1)[[\p{Latin}\p{Greek}\p{Cyrillic}\p{M}]--\p{ASCII}]")   # inside one
 CN_ID_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 CN_ID_CHECK = "10X98765432"
 
@@ -153,26 +160,35 @@ class ContextSsnRecognizer(UsSsnRecognizer):
 
 
 class CjkSafeUrlRecognizer(UrlRecognizer):
-    """presidio's URL recognizer, with matches run to the end of the URL, cut at the first non-ASCII
-    character and without trailing sentence punctuation (``www.example.cn/path今天`` ->
-    ``www.example.cn/path``).
+    """presidio's URL recognizer, with matches run to the end of the URL, cut at the first CJK (or
+    other non-address) character and without trailing sentence punctuation
+    (``www.example.cn/path今天`` -> ``www.example.cn/path``).
 
     Running to the end: presidio's pattern has no boundary after its list of top-level domains,
     and the list lacks some (``.biz``), so ``https://shop.biz/cart`` matched as ``https://shop.bi``
-    and scrubbing left ``z/cart`` behind; likewise ``.community`` matched as ``.com``.
+    and scrubbing left ``z/cart`` behind; likewise ``.community`` matched as ``.com``. Accented,
+    Greek and Cyrillic letters belong to the URL (``https://münchen.de/rathaus``,
+    ``.../wiki/Müller``): the ASCII-only pattern matched ``nchen.de/rathaus`` and ``.../wiki/M``.
     """
 
     TRIM = ".,;:!?)]}'\""
     # the rest of a host name cut inside a label, its port and its path (presidio's path shape)
-    HOST_REST = regex.compile(r"[A-Za-z0-9\-]*(?:\.[A-Za-z0-9\-]+)*(?::\d+)?(?:/[^\s()<>\"']*)?")
+    HOST_REST = regex.compile(rf"(?:{ADDRESS_LETTER}|[A-Za-z\-])*(?:\.(?:{ADDRESS_LETTER}|[A-Za-z\-])+)*(?::\d+)?"
+                              r"(?:/[^\s()<>\"']*)?")
+    # an IDN host's letters before presidio's ASCII match, and its scheme
+    HOST_START = regex.compile(rf"(?:[A-Za-z][A-Za-z0-9+.\-]*://)?(?:{ADDRESS_LETTER}|[A-Za-z.\-])*$")
 
     def analyze(self, text: str, entities: List[str], nlp_artifacts=None, regex_flags=None) -> List[RecognizerResult]:
         out = []
         for r in super().analyze(text, entities, nlp_artifacts, regex_flags):
-            if r.end < len(text) and (text[r.end].isascii() and text[r.end].isalnum() or text[r.end] == "-"):
+            if r.start > 0 and NON_ASCII_LETTER.match(text[r.start - 1]):
+                r.start = self.HOST_START.search(text, max(0, r.start - 256), r.start).start()
+            if r.end < len(text) and (text[r.end].isascii() and text[r.end].isalnum() or text[r.end] == "-"
+                                      or NON_ASCII_LETTER.match(text[r.end])):
                 r.end = self.HOST_REST.match(text, r.end).end()
             span = text[r.start:r.end]
-            cut = next((i for i, ch in enumerate(span) if ord(ch) > 127), len(span))
+            cut = next((i for i, ch in enumerate(span) if ord(ch) > 127 and not NON_ASCII_ADDRESS_CHAR.match(ch)),
+                       len(span))
             span = span[:cut].rstrip(self.TRIM)
             if len(span) >= 4:
                 r.end = r.start + len(span)
@@ -205,13 +221,6 @@ class CnQqRecognizer(NotAnAmount, PatternRecognizer):
                 continue
             out.append(r)
         return out
-
-
-# letters an internationalized address (RFC 6531 local part, IDN domain) is written in: Latin
-# with accents, Greek, Cyrillic. CJK is left out: Chinese and Japanese text runs words into an
-# ASCII address with no space (``邮箱zhang@163.com获取``), so a Han character is a boundary.
-ADDRESS_LETTER = r"[\p{Latin}\p{Greek}\p{Cyrillic}\p{M}0-9]"
-NON_ASCII_ADDRESS_CHAR = regex.compile(r"[\p{Latin}\p{Greek}\p{Cyrillic}\p{M}]")
 
 
 class SuffixCutEmailRecognizer(EmailRecognizer):
