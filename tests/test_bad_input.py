@@ -1,6 +1,7 @@
 """Bad input never crashes a run and never vanishes (issue 16): every line, row and file that a
 reader lists leaves the run kept or rejected with a reason, and the output is deterministic."""
 
+import codecs
 import csv
 import gzip
 import hashlib
@@ -157,6 +158,87 @@ def test_truncated_file_keeps_its_good_lines_and_its_bad_lines_reasons(tmp_path)
     reasons = rejs.column("reject_reason").to_pylist()
     assert reasons[:2] == ["invalid_json", "missing_text_field"] and reasons[-1] == "truncated_file"
     assert recs.num_rows >= 30 and rejs.schema.names[:7] == recs.schema.names
+
+
+# -- text in other encodings: read when asked for, every line accounted for when not ----------------
+
+def _chinese_lines(n: int = 200) -> list[str]:
+    from conftest import shared
+
+    lines = [l for l in shared("text", "clue_corpus_small_sample.zh.txt").read_text().splitlines() if l.strip()]
+    return [l.replace("\t", " ").replace('"', "'") for l in lines[:n]]
+
+
+@pytest.mark.parametrize("codec", ["gb18030", "big5"])
+def test_chinese_files_in_a_national_codec(tmp_path, codec):
+    """GB18030 (and its GBK subset) and Big5 are what Chinese exports are written in: with
+    ``encoding`` every reader reads them; without it every line is rejected with its reason."""
+    from corpusforge.io.readers.text import TextReader
+
+    # Big5 is traditional Chinese: characters it lacks are dropped from the (simplified) sample
+    lines = [t for t in (l.encode(codec, "ignore").decode(codec).strip() for l in _chinese_lines()) if t]
+    assert len(lines) > 150
+    (tmp_path / "a.txt").write_bytes("\n".join(lines).encode(codec) + b"\n")
+    (tmp_path / "a.jsonl").write_bytes("".join(json.dumps({"text": l}, ensure_ascii=False) + "\n" for l in lines).encode(codec))
+    buf = io.StringIO()
+    csv.writer(buf).writerows([["id", "text"]] + [[i, l] for i, l in enumerate(lines)])
+    (tmp_path / "a.csv").write_bytes(buf.getvalue().encode(codec))
+    readers = {"a.txt": lambda **kw: TextReader(TextReader.Config(paths=["x"], source="t", mode="line", **kw),
+                                                kind="text", batch_rows=100),
+               "a.jsonl": jsonl_reader, "a.csv": csv_reader}
+    for name, make in readers.items():
+        recs, rejs = read_all(make(encoding=codec), tmp_path / name)
+        assert recs.column("text").to_pylist() == lines and rejs is None, name
+        recs, rejs = read_all(make(), tmp_path / name)             # utf-8: nothing read, nothing lost
+        assert (0 if recs is None else recs.num_rows) + rejs.num_rows == len(lines), name
+        assert set(rejs.column("reject_reason").to_pylist()) == {"invalid_utf8"}, name
+
+
+@pytest.mark.parametrize("bom", ["utf-16", "utf-16-be", "utf-32", "utf-8-sig"])
+def test_a_byte_order_mark_decides_the_codec(tmp_path, bom):
+    """Excel's "Unicode text" and Windows tools write UTF-16 with a byte-order mark: read as the
+    mark says, the mark not part of the text. UTF-16 used to be split at its 0A bytes and kept as
+    garbage records."""
+    from corpusforge.io.readers.text import TextReader
+
+    lines = _chinese_lines(50)
+    marked = {"utf-16": "utf-16", "utf-16-be": "utf-16-be", "utf-32": "utf-32", "utf-8-sig": "utf-8-sig"}[bom]
+    prefix = {"utf-16-be": codecs.BOM_UTF16_BE}.get(bom, b"")
+    (tmp_path / "a.txt").write_bytes(prefix + "\n".join(lines).encode(marked))
+    (tmp_path / "a.jsonl").write_bytes(prefix + "".join(json.dumps({"text": l}, ensure_ascii=False) + "\r\n"
+                                                        for l in lines).encode(marked))
+    buf = io.StringIO()
+    csv.writer(buf).writerows([["text", "n"]] + [[l, i] for i, l in enumerate(lines)])
+    (tmp_path / "a.csv").write_bytes(prefix + buf.getvalue().encode(marked))
+    line_reader = TextReader(TextReader.Config(paths=["x"], source="t", mode="line"), kind="text", batch_rows=100)
+    file_reader = TextReader(TextReader.Config(paths=["x"], source="t"), kind="text", batch_rows=100)
+    for reader, name, want in ((line_reader, "a.txt", lines), (file_reader, "a.txt", ["\n".join(lines)]),
+                               (jsonl_reader(), "a.jsonl", lines), (csv_reader(), "a.csv", lines)):
+        recs, rejs = read_all(reader, tmp_path / name)
+        assert recs.column("text").to_pylist() == want and rejs is None, name
+
+
+def test_utf16_damage_costs_only_its_line(tmp_path):
+    from corpusforge.io.readers.text import TextReader
+
+    data = (codecs.BOM_UTF16_LE + "好\n".encode("utf-16-le") + b"\x00\xd8" + "x\n".encode("utf-16-le")
+            + "末\n".encode("utf-16-le") + b"\x41")               # a lone surrogate, an odd byte at the end
+    (tmp_path / "a.txt").write_bytes(data)
+    recs, rejs = read_all(TextReader(TextReader.Config(paths=["x"], source="t", mode="line"), kind="text",
+                                     batch_rows=100), tmp_path / "a.txt")
+    assert recs.column("text").to_pylist() == ["好", "末"]
+    assert rejs.column("reject_reason").to_pylist() == ["invalid_encoding", "invalid_encoding"]
+    assert [d.split(":")[0] for d in rejs.column("reject_detail").to_pylist()] == ["line 2", "line 4"]
+
+
+def test_an_unknown_encoding_is_a_config_error_naming_the_field(tmp_path):
+    from corpusforge.config import from_dict
+    from corpusforge.errors import ConfigError
+
+    for fmt in ("text", "jsonl", "csv"):
+        cfg = text_config([{"format": fmt, "paths": ["x"], "source": "s", "encoding": "gbk2"}], tmp_path / "o")
+        with pytest.raises(ConfigError, match="inputs.0.encoding: .*unknown encoding 'gbk2'"):
+            from_dict(cfg)
 
 
 # -- run-level accounting: every listed file, deterministic details --------------------------------

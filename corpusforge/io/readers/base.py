@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import glob
 import gzip
 import io
@@ -13,13 +14,13 @@ import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import ClassVar, Iterator
+from typing import Annotated, ClassVar, Iterator
 
 import numpy as np
 import pyarrow as pa
 import xxhash
 import zstandard
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from corpusforge.errors import ConfigError
 from corpusforge.io.storage import is_url, scratch_dir
@@ -181,6 +182,84 @@ def open_maybe_compressed(path: Path) -> io.BufferedIOBase:
         raw.close()
         raise
     return raw
+
+
+# -- text encodings --------------------------------------------------------------------------
+# Byte-order marks, longest first (UTF-32-LE's begins with UTF-16-LE's). A mark decides the
+# codec of its file whatever ``encoding`` says (it cannot open text in another codec), and is
+# not part of the text.
+BOMS = ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"), (codecs.BOM_UTF8, "utf-8"),
+        (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+
+
+def check_encoding(name: str) -> str:
+    try:
+        codecs.lookup(name)
+    except LookupError:
+        raise ValueError(f"unknown encoding {name!r} (Python's codec names: utf-8, gb18030, big5, shift_jis, "
+                         "cp1252, utf-16 ...)") from None
+    return name
+
+
+Encoding = Annotated[str, AfterValidator(check_encoding)]
+ENCODING_HELP = ("Codec of the input files (Python's names: utf-8, gb18030, big5, shift_jis, cp1252, utf-16 ...); "
+                 "a byte-order mark (UTF-8, UTF-16, UTF-32) decides over it.")
+
+
+def file_codec(fh, encoding: str) -> str:
+    """The codec to read ``fh`` with: its byte-order mark's (consumed), else ``encoding``."""
+    head = fh.peek(4)[:4]
+    for bom, codec in BOMS:
+        if head.startswith(bom):
+            fh.read(len(bom))
+            return codec
+    return encoding
+
+
+def decode_reason(codec: str) -> str:
+    return "invalid_utf8" if codecs.lookup(codec).name in ("utf-8", "utf-8-sig") else "invalid_encoding"
+
+
+def decoded_lines(fh, codec: str, chunk: int = 1 << 20) -> Iterator[tuple[str | None, str, str]]:
+    """Each line of ``fh`` (end of line kept): ``(text, "", "")``, or for a line that does not
+    decode ``(None, the line as far as it is legible, what is wrong)``.
+
+    ASCII-compatible codecs (UTF-8, GB18030/GBK, Big5, Shift-JIS, the single-byte ones) never
+    use byte 0x0A inside a character: lines are split as bytes and decoded one by one, so a bad
+    byte costs only its line. UTF-16 and UTF-32 do (a newline is ``0A 00``): they are decoded as
+    a stream and split as text; a lone surrogate costs its line, a cut character at the end the
+    last line.
+    """
+    if "\nA".encode(codec).endswith(b"\nA"):
+        for raw in fh:
+            try:
+                yield raw.decode(codec), "", ""
+            except UnicodeDecodeError as exc:
+                yield None, raw.decode(codec, "replace"), f"invalid {codec} byte at offset {exc.start}"
+        return
+    decoder = codecs.getincrementaldecoder(codec)("surrogatepass")
+    rest = ""
+    while True:
+        data = fh.read(chunk)
+        try:
+            text = rest + decoder.decode(data, final=not data)
+        except UnicodeDecodeError as exc:
+            yield None, rest, f"{codec}: {exc.reason} at the end of the file"
+            return
+        lines = text.split("\n")
+        rest = lines.pop()
+        for line in lines:
+            yield _checked_line(line + "\n", codec)
+        if not data:
+            break
+    if rest:
+        yield _checked_line(rest, codec)
+
+
+def _checked_line(line: str, codec: str) -> tuple[str | None, str, str]:
+    if line.isascii() or not any("\ud800" <= ch <= "\udfff" for ch in line):
+        return line, "", ""
+    return None, "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in line), f"{codec}: lone surrogate"
 
 
 class ZstdFrames(io.RawIOBase):

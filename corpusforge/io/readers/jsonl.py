@@ -1,7 +1,8 @@
 """JSON Lines reader (plain, .gz, .zst), one document per line.
 
-Every line becomes a record or a rejected row: invalid UTF-8, invalid JSON, a line that is
-not an object, or an object without the text field are rejected with the line's number.
+Every line becomes a record or a rejected row: invalid UTF-8 (or bytes invalid in
+``encoding``), invalid JSON, a line that is not an object, or an object without the text field
+are rejected with the line's number. A byte-order mark (UTF-8, UTF-16, UTF-32) decides the codec.
 Conversations: with ``turns_field`` the text is the list of turns, each written by
 ``turn_template`` (default ``{role}: {content}``) and joined by ``turn_separator`` (a blank
 line); a missing or malformed list is rejected as ``bad_turns``.
@@ -17,9 +18,9 @@ from typing import Iterator
 
 from pydantic import Field
 
-from corpusforge.io.readers.base import (READ_ERRORS, ReadBatch, Reader, ReaderConfig, bad_rows, describe_os_error,
-                                         dumps_meta, file_error_row, open_maybe_compressed, text_table,
-                                         truncated_batch)
+from corpusforge.io.readers.base import (ENCODING_HELP, READ_ERRORS, Encoding, ReadBatch, Reader, ReaderConfig, bad_rows,
+                                         decode_reason, decoded_lines, describe_os_error, dumps_meta, file_codec,
+                                         file_error_row, open_maybe_compressed, text_table, truncated_batch)
 
 
 class JsonlConfig(ReaderConfig):
@@ -31,6 +32,7 @@ class JsonlConfig(ReaderConfig):
     content_key: str = Field("content", description="Key of a turn's text (content or value).")
     lang_field: str | None = Field(None, description="Field holding a language code, if the input has one.")
     keep_meta: bool = Field(True, description="Keep the other fields as a JSON object in `meta`.")
+    encoding: Encoding = Field("utf-8", description=ENCODING_HELP)
 
 
 class JsonlReader(Reader):
@@ -61,12 +63,11 @@ class JsonlReader(Reader):
             return
         try:
             with fh:
-                for lineno, line in enumerate(fh):
-                    try:
-                        s = line.decode("utf-8-sig" if lineno == 0 else "utf-8")   # a BOM opens some files
-                    except UnicodeDecodeError as exc:
-                        bad.append((line.decode("utf-8", "replace").rstrip("\n"), lineno, "invalid_utf8",
-                                    f"line {lineno + 1}: invalid UTF-8 at byte {exc.start}"))
+                codec = file_codec(fh, cfg.encoding)
+                reason = decode_reason(codec)
+                for lineno, (s, shown, problem) in enumerate(decoded_lines(fh, codec)):
+                    if s is None:
+                        bad.append((shown.rstrip("\n"), lineno, reason, f"line {lineno + 1}: {problem}"))
                         continue
                     if not s.strip():
                         bad.append(("", lineno, "empty_line", f"line {lineno + 1}: blank line"))

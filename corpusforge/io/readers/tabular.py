@@ -3,7 +3,8 @@
 ``csv``: one document per row (Python's csv module, streaming, RFC 4180 quoting; ``.tsv`` files
 are tab-separated unless ``delimiter`` says otherwise); the ``text_field`` column is the text,
 the other columns go to ``meta``. ``src_row`` is the 0-based data row. A row without the text
-column or with a wrong number of fields is rejected with its row number.
+column or with a wrong number of fields, or with bytes invalid in ``encoding``, is rejected with
+its row number. A byte-order mark decides the codec (Excel's "Unicode text" is UTF-16 with one).
 
 ``hf_disk``: the Arrow files a ``datasets`` ``save_to_disk`` folder holds (``data-*.arrow``, IPC
 stream format), read directly with pyarrow, record batch by record batch, no ``datasets``
@@ -21,9 +22,9 @@ from typing import Iterator
 import pyarrow as pa
 from pydantic import Field
 
-from corpusforge.io.readers.base import (READ_ERRORS, bad_rows, ReadBatch, Reader, ReaderConfig, describe_os_error,
-                                         dumps_meta, file_error_row, open_maybe_compressed, text_column, text_table,
-                                         truncated_batch)
+from corpusforge.io.readers.base import (ENCODING_HELP, READ_ERRORS, Encoding, ReadBatch, Reader, ReaderConfig, bad_rows,
+                                         decode_reason, describe_os_error, dumps_meta, file_codec, file_error_row,
+                                         open_maybe_compressed, text_column, text_table, truncated_batch)
 from corpusforge.io.storage import is_url
 
 
@@ -31,6 +32,7 @@ class CsvConfig(ReaderConfig):
     text_field: str = Field("text", description="Column holding the document text.")
     delimiter: str | None = Field(None, description="Field separator; default ',' (.csv) or tab (.tsv).")
     keep_meta: bool = Field(True, description="Keep the other columns as a JSON object in `meta`.")
+    encoding: Encoding = Field("utf-8", description=ENCODING_HELP)
 
 
 class CsvReader(Reader):
@@ -53,10 +55,7 @@ class CsvReader(Reader):
             return out
 
         try:
-            # surrogateescape: an invalid byte becomes a lone surrogate in its field, so only the row
-            # holding it is rejected (strict decoding would end the file there)
-            fh = io.TextIOWrapper(open_maybe_compressed(path), encoding="utf-8-sig", errors="surrogateescape",
-                                  newline="")
+            raw = open_maybe_compressed(path)
         except OSError as exc:
             yield ReadBatch(text_table(cfg.source, []), file_error_row("text", cfg.source, path, "unreadable_file",
                                                                        describe_os_error(exc)))
@@ -64,8 +63,13 @@ class CsvReader(Reader):
         csv.field_size_limit(FIELD_LIMIT)      # Python's default (131,072 characters) ends a file at a long field
         row = -1
         try:
-            with fh:
-                reader = csv.reader(fh, delimiter=delimiter)
+            # surrogateescape: an invalid byte becomes a lone surrogate in its field, so only the row
+            # holding it is rejected (strict decoding would end the file there)
+            with raw:
+                codec = file_codec(raw, cfg.encoding)
+                reason = decode_reason(codec)
+                reader = csv.reader(io.TextIOWrapper(raw, encoding=codec, errors="surrogateescape", newline=""),
+                                    delimiter=delimiter)
                 header = next(reader, None)
                 if header is None:
                     yield ReadBatch(text_table(cfg.source, []), file_error_row("text", cfg.source, path, "empty_file",
@@ -91,8 +95,8 @@ class CsvReader(Reader):
                                     f"row {row}: {len(fields)} fields, header has {len(header)}"))
                         continue
                     if any(_has_surrogate(f) for f in fields):
-                        bad.append((_clean(delimiter.join(fields)), row, "invalid_utf8",
-                                    f"row {row} (line {reader.line_num}): invalid UTF-8 byte"))
+                        bad.append((_clean(delimiter.join(fields)), row, reason,
+                                    f"row {row} (line {reader.line_num}): invalid {codec} byte"))
                         continue
                     texts.append(fields[at])
                     rows.append(row)
@@ -123,6 +127,7 @@ def _clean(s: str) -> str:
 class HfDiskConfig(ReaderConfig):
     text_field: str = Field("text", description="Column holding the document text.")
     keep_meta: bool = Field(True, description="Keep the other columns as a JSON object in `meta`.")
+    encoding: Encoding = Field("utf-8", description=ENCODING_HELP)
 
 
 class HfDiskReader(Reader):

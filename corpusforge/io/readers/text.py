@@ -1,7 +1,8 @@
 """Plain-text reader: one document per file, or one per line.
 
-Files that are not valid UTF-8 are rejected (file mode) or rejected line by line (line
-mode), with the byte offset of the first bad byte; ``encoding`` reads other encodings.
+Files that do not decode are rejected (file mode) or rejected line by line (line mode), with
+the byte offset of the first bad byte. ``encoding`` reads other codecs (GB18030, Big5,
+Shift-JIS, UTF-16 ...); a byte-order mark decides over it and is not part of the text.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from typing import Iterator, Literal
 
 from pydantic import Field
 
-from corpusforge.io.readers.base import (READ_ERRORS, ReadBatch, Reader, ReaderConfig, bad_rows, describe_os_error,
-                                         file_error_row, open_maybe_compressed, text_table, truncated_batch)
+from corpusforge.io.readers.base import (ENCODING_HELP, READ_ERRORS, Encoding, ReadBatch, Reader, ReaderConfig, bad_rows,
+                                         decode_reason, decoded_lines, describe_os_error, file_codec, file_error_row,
+                                         open_maybe_compressed, text_table, truncated_batch)
 
 
 class TextConfig(ReaderConfig):
     mode: Literal["file", "line"] = Field("file", description="file: one document per file; line: one per line.")
-    encoding: str = Field("utf-8", description="Codec of the input files.")
+    encoding: Encoding = Field("utf-8", description=ENCODING_HELP)
     skip_blank_lines: bool = Field(True, description="line mode: blank lines are separators, not documents.")
 
 
@@ -39,6 +41,7 @@ class TextReader(Reader):
         if cfg.mode == "file":
             try:
                 with fh:
+                    codec = file_codec(fh, cfg.encoding)
                     data = fh.read()
             except READ_ERRORS as exc:
                 yield ReadBatch(text_table(cfg.source, []), file_error_row(
@@ -49,11 +52,11 @@ class TextReader(Reader):
                     "text", cfg.source, path, "empty_file", f"{len(data)} bytes, no text"))
                 return
             try:
-                text = data.decode(cfg.encoding)
+                text = data.decode(codec)
             except UnicodeDecodeError as exc:
                 yield ReadBatch(text_table(cfg.source, []), file_error_row(
-                    "text", cfg.source, path, "invalid_utf8" if cfg.encoding.lower().replace("-", "") == "utf8"
-                    else "invalid_encoding", f"{cfg.encoding}: invalid byte at offset {exc.start}", payload=data))
+                    "text", cfg.source, path, decode_reason(codec), f"{codec}: invalid byte at offset {exc.start}",
+                    payload=data))
                 return
             yield ReadBatch(text_table(cfg.source, [text], src_path=src))
             return
@@ -69,13 +72,13 @@ class TextReader(Reader):
 
         try:
             with fh:
-                for lineno, line in enumerate(fh):
-                    try:
-                        s = line.decode(cfg.encoding).rstrip("\r\n")
-                    except UnicodeDecodeError as exc:
-                        bad.append((line.decode(cfg.encoding, "replace").rstrip("\r\n"), lineno, "invalid_utf8",
-                                    f"line {lineno + 1}: invalid byte at offset {exc.start}"))
+                codec = file_codec(fh, cfg.encoding)
+                reason = decode_reason(codec)
+                for lineno, (line, shown, problem) in enumerate(decoded_lines(fh, codec)):
+                    if line is None:
+                        bad.append((shown.rstrip("\r\n"), lineno, reason, f"line {lineno + 1}: {problem}"))
                         continue
+                    s = line.rstrip("\r\n")
                     if not s.strip() and cfg.skip_blank_lines:
                         blank += 1
                         continue
