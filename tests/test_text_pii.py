@@ -84,6 +84,8 @@ def test_passport_needs_a_keyword(pii):
     "卡号6222021234567890121错误",                     # fails Luhn
     "Version 1.2.3 released in 1987.",
     "公元1686年重建，1898年扩建。",
+    "OID 1.3.6.1.4.1.311 is Microsoft's arc.",         # was a phone, then an IP inside the chain
+    "Build 33.1.23.45.67.89 shipped.",                  # four numbers of a longer dotted chain: no IP
 ])
 def test_numbers_that_are_not_identifiers_are_left_alone(pii, text):
     res, _ = scrub(pii, [text])

@@ -105,6 +105,8 @@ def _not_a_phone(span: str, groups: list[str], seps: set[str]) -> bool:
         return True                                   # decimals in a range or pair: 1.0840-1.1460
     if len(groups) >= 6 and all(len(g) <= 2 for g in groups) and not span.startswith(("+", "00")):
         return True                                   # a list of small numbers: 13 17 18 20 21 23
+    if sum(len(g) == 1 for g in groups) > 2:
+        return True                                   # an OID or a section number: 1.3.6.1.4.1.311
     return False
 
 

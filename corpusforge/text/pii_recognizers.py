@@ -159,6 +159,21 @@ class ContextSsnRecognizer(UsSsnRecognizer):
         return results
 
 
+class DottedChainSafeIpRecognizer(IpRecognizer):
+    """presidio's IP recognizer, less IPv4 matches that are four numbers of a longer dotted chain
+    (an OID ``1.3.6.1.4.1.311``, a version ``33.1.23.45.67.89``): an address stands alone."""
+
+    def analyze(self, text: str, entities: List[str], nlp_artifacts=None, regex_flags=None) -> List[RecognizerResult]:
+        return [r for r in super().analyze(text, entities, nlp_artifacts, regex_flags)
+                if ":" in text[r.start:r.end] or not self.in_dotted_chain(text, r.start, r.end)]
+
+    @staticmethod
+    def in_dotted_chain(text: str, start: int, end: int) -> bool:
+        before, after = text[max(0, start - 2):start], text[end:end + 2]
+        return (len(before) == 2 and before[0].isdigit() and before[1] == ".") or (
+            len(after) == 2 and after[0] == "." and after[1].isdigit())
+
+
 class CjkSafeUrlRecognizer(UrlRecognizer):
     """presidio's URL recognizer, with matches run to the end of the URL, cut at the first CJK (or
     other non-address) character and without trailing sentence punctuation
@@ -293,7 +308,7 @@ class SuffixCutEmailRecognizer(EmailRecognizer):
 
 PRESIDIO = {
     "EMAIL_ADDRESS": SuffixCutEmailRecognizer, "CREDIT_CARD": PaymentCardRecognizer, "IBAN_CODE": IbanRecognizer,
-    "IP_ADDRESS": IpRecognizer, "URL": CjkSafeUrlRecognizer, "US_SSN": ContextSsnRecognizer,
+    "IP_ADDRESS": DottedChainSafeIpRecognizer, "URL": CjkSafeUrlRecognizer, "US_SSN": ContextSsnRecognizer,
 }
 CHINESE = {
     "CN_MOBILE": CnMobileRecognizer, "CN_LANDLINE": CnLandlineRecognizer, "CN_RESIDENT_ID": CnResidentIdRecognizer,
