@@ -65,6 +65,11 @@ def main():
     find = ours.find
     presidio_phone, presidio_card = presidio_engine("phone"), presidio_engine("card")
 
+    def phone_row(label: str, context: str, cases: list) -> None:
+        a = sum(covered(find(t), sp, PHONE_TYPES) for t, sp, _ in cases)
+        b = sum(covered(presidio_phone(t), sp, {"PHONE_NUMBER"}) for t, sp, _ in cases)
+        print(f"| {label} | {context} | {len(cases)} | {a / len(cases):.3f} | {b / len(cases):.3f} |")
+
     print("## Phones: recall (labelled span fully covered by a phone finding)\n")
     print("| source | context | cases | text.pii | presidio PhoneRecognizer |")
     print("|---|---|---|---|---|")
@@ -72,11 +77,7 @@ def main():
                            ("Faker, every locale", faker_phones())):
         sentences = phone_sentences(numbers, rng)
         for ctx in (True, False):
-            sub = [s for s in sentences if s[2] == ctx]
-            a = sum(covered(find(t), sp, PHONE_TYPES) for t, sp, _ in sub)
-            b = sum(covered(presidio_phone(t), sp, {"PHONE_NUMBER"}) for t, sp, _ in sub)
-            print(f"| {label} | {'phone word near' if ctx else 'none'} | {len(sub)} | {a / len(sub):.3f} | "
-                  f"{b / len(sub):.3f} |")
+            phone_row(label, "phone word near" if ctx else "none", [s for s in sentences if s[2] == ctx])
         missed = [t for t, sp, ctx in sentences if ctx and not covered(find(t), sp, PHONE_TYPES)]
         if missed:
             print(f"\nmissed with context ({len(missed)}): {missed[:12]}\n")
@@ -90,11 +91,7 @@ def main():
     for label, numbers in (("phonenumbers examples", phone_examples()), ("Faker, every locale", faker_phones())):
         glued = glued_phone_sentences(numbers, rng)
         for ctx in (True, False):
-            sub = [s for s in glued if s[2] == ctx]
-            a = sum(covered(find(t), sp, PHONE_TYPES) for t, sp, _ in sub)
-            b = sum(covered(presidio_phone(t), sp, {"PHONE_NUMBER"}) for t, sp, _ in sub)
-            print(f"| {label} | {'a phone word' if ctx else 'a code word'} | {len(sub)} | {a / len(sub):.3f} | "
-                  f"{b / len(sub):.3f} |")
+            phone_row(label, "a phone word" if ctx else "a code word", [s for s in glued if s[2] == ctx])
 
     print("\n## Payment cards: recall by network and length\n")
     per = defaultdict(lambda: [0, 0, 0])
