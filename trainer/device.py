@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -93,3 +94,16 @@ def init_runtime(requested: str = "auto") -> Runtime:
     if world > 1 and not torch.distributed.is_initialized():
         torch.distributed.init_process_group(backend=backend, device_id=device if device_type != "cpu" else None)
     return Runtime(device, backend, rank, world, local)
+
+
+def exit_process(code: int = 0) -> None:
+    """Leave a finished run with ``code``. Under torchrun (``WORLD_SIZE`` > 1) without interpreter
+    finalization: the run has saved and destroyed its process groups, but gloo's worker threads can
+    still hold tensors while the interpreter tears down, which aborts the process now and then
+    ("terminate called without an active exception", pytorch/pytorch#190489) and turns a finished
+    run into a failed torchrun (seen in the trainer, then in fine-tuning, under load)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.environ.get("WORLD_SIZE", "1") != "1":
+        os._exit(code)
+    sys.exit(code)

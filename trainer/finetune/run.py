@@ -243,4 +243,7 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
+    from corpusforge.trainer.device import exit_process
+
     main()
+    exit_process(0)
