@@ -376,6 +376,29 @@ def test_qq_numbers_own_type_and_groups_configurable(pii):
 
 
 @pytest.mark.parametrize("text,expected", [
+    ("更多资讯请加微信号：abc_2019，谢谢", "更多资讯请加微信号：<WECHAT>，谢谢"),
+    ("加薇信：frqq23 教你", "加薇信：<WECHAT> 教你"),                 # a homophone ads use
+    ("笔者微信：2100789145\n", "笔者微信：<WECHAT>\n"),               # the QQ number it is found by
+    ("微信号是：443407599，欢迎添加", "微信号是：<WECHAT>，欢迎添加"),
+    ("Add me on WeChat: john_smith88 thanks", "Add me on WeChat: <WECHAT> thanks"),
+    ("my wechat id is johnsmith", "my wechat id is <WECHAT>"),        # letters alone after a label
+    ("Open your WeChat account settings", "Open your WeChat account settings"),   # no label: a word
+    ("关注微信公众号：kejixun", "关注微信公众号：kejixun"),            # an official account is public
+    ("访问 www.wxabc123.com 了解", "访问 www.wxabc123.com 了解"),
+])
+def test_wechat_ids(pii, text, expected):
+    assert scrub(pii, [text])[0].kept.column("text")[0].as_py() == expected
+
+
+def test_wechat_ids_on_real_chinese_web_text(pii):
+    """The CLUE sample's WeChat IDs (read one by one when this was written: all are IDs, personal or
+    a shop's or a writer's; official accounts, 公众号, are not found)."""
+    lines = [l for l in shared("text", "clue_corpus_small_sample.zh.txt").read_text().splitlines() if l.strip()]
+    found = [line[r.start:r.end] for line in lines for r in pii.find(line) if r.entity_type == "CN_WECHAT"]
+    assert len(found) >= 35 and "wangjuanqwls" in found and "kejixun" not in found
+
+
+@pytest.mark.parametrize("text,expected", [
     ("邮箱nu@digifun.cnWAP: 访问", "邮箱<EMAIL>WAP: 访问"),
     ("write to john@example.comCall me", "write to <EMAIL>Call me"),
     ("mail a.b@mail.co.ukHello", "mail <EMAIL>Hello"),

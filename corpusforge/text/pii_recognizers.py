@@ -238,6 +238,28 @@ class CnQqRecognizer(NotAnAmount, PatternRecognizer):
         return out
 
 
+# WeChat: the word (and the homophones ads use to dodge filters), then an optional label
+_WECHAT = r"(?:微信|薇信|威信|徽信|v信|(?<![a-z])(?:weixin|wechat|wx|vx))"
+_WECHAT_LABEL = r"(?:(?:号码|號碼|号|號|账号|帳號|id)\s*(?:是|为|為|is)?\s*[:：]?|(?:是|为|為|is)?\s*[:：])"
+_WECHAT_ID = r"(?<![a-z0-9_\-])(?:[a-z][a-z0-9_\-]{5,19}|[1-9]\d{4,10})(?![a-z0-9_\-])"
+
+
+class CnWechatRecognizer(PatternRecognizer):
+    """WeChat IDs right after 微信 / WeChat / wx / vx (or 薇信, 威信, V信): a handle of 6-20 letters,
+    digits, ``_`` or ``-`` starting with a letter, or the QQ or mobile number the account is found
+    by. A handle of letters alone counts only after a label (微信号, WeChat ID, a colon): "your
+    WeChat account" names no account. Official accounts (微信公众号) are public: the keyword must
+    stand right before the ID, so they never match. Each pattern matches from the keyword and keeps
+    the ID alone (``\\K``): the regex looks for the rare keyword, never tries every word as a handle."""
+
+    PATTERNS = [Pattern("wechat id after a label", rf"{_WECHAT}\s*{_WECHAT_LABEL}\s*\K{_WECHAT_ID}", 0.7),
+                Pattern("wechat id with a digit, _ or -", rf"{_WECHAT}\s*\K(?=[a-z0-9_\-]*[0-9_\-]){_WECHAT_ID}", 0.7)]
+
+    def __init__(self, supported_language: str = "xx", **kw):
+        super().__init__(supported_entity="CN_WECHAT", patterns=self.PATTERNS, supported_language=supported_language,
+                         global_regex_flags=ASCII_FLAGS, **kw)
+
+
 class SuffixCutEmailRecognizer(EmailRecognizer):
     """presidio's e-mail recognizer, finding addresses run into the following word
     (``nu@digifun.cnWAP: ...``): when the last label is no public suffix, it is cut to the
@@ -313,6 +335,7 @@ PRESIDIO = {
 CHINESE = {
     "CN_MOBILE": CnMobileRecognizer, "CN_LANDLINE": CnLandlineRecognizer, "CN_RESIDENT_ID": CnResidentIdRecognizer,
     "CN_BANK_CARD": CnBankCardRecognizer, "CN_PASSPORT": CnPassportRecognizer, "CN_QQ": CnQqRecognizer,
+    "CN_WECHAT": CnWechatRecognizer,
 }
 ALL_ENTITIES = [*PRESIDIO, "PHONE_NUMBER", *CHINESE]
 
