@@ -192,6 +192,18 @@ def test_chinese_files_in_a_national_codec(tmp_path, codec):
         recs, rejs = read_all(make(), tmp_path / name)             # utf-8: nothing read, nothing lost
         assert (0 if recs is None else recs.num_rows) + rejs.num_rows == len(lines), name
         assert set(rejs.column("reject_reason").to_pylist()) == {"invalid_utf8"}, name
+        # ... and each rejected line says which codec it reads as
+        hinted = sum(f"read as {codec}:" in d for d in rejs.column("reject_detail").to_pylist())
+        assert hinted >= 0.95 * rejs.num_rows, (name, hinted, rejs.num_rows)
+
+
+def test_a_latin1_row_says_it_reads_as_cp1252(tmp_path):
+    (tmp_path / "a.csv").write_bytes(b"id,text\n1,caf\xe9 cr\xe8me br\xfbl\xe9e\n2,na\xefve\n3,plain\n")
+    recs, rejs = read_all(csv_reader(), tmp_path / "a.csv")
+    assert recs.column("text").to_pylist() == ["plain"]
+    assert all("read as cp1252: set the input's encoding" in d for d in rejs.column("reject_detail").to_pylist())
+    recs, rejs = read_all(csv_reader(encoding="cp1252"), tmp_path / "a.csv")
+    assert recs.column("text").to_pylist() == ["café crème brûlée", "naïve", "plain"] and rejs is None
 
 
 @pytest.mark.parametrize("bom", ["utf-16", "utf-16-be", "utf-32", "utf-8-sig"])

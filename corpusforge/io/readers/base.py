@@ -220,6 +220,31 @@ def decode_reason(codec: str) -> str:
     return "invalid_utf8" if codecs.lookup(codec).name in ("utf-8", "utf-8-sig") else "invalid_encoding"
 
 
+def encoding_hint(raw: bytes) -> str:
+    """For bytes that are not UTF-8, the codec they read as, said in the reject's detail: Western
+    text in cp1252 (Latin-1), Chinese in GB18030 (GBK, GB2312) or Big5. Nothing when none reads
+    as text. A hint from one line: the file's other lines tell more."""
+    # cp1252 first: a short accented word (na\xefve) is a valid GB18030 character too, while
+    # Chinese in cp1252 almost always reads as signs and undefined bytes
+    for codec, looks_right in (("cp1252", _latin_letters), ("gb18030", _mostly_han), ("big5", _mostly_han)):
+        try:
+            text = codecs.getincrementaldecoder(codec)().decode(raw)     # a cut character at the end is fine
+        except UnicodeDecodeError:
+            continue
+        if looks_right([ch for ch in text if not ch.isascii()]):
+            return f" (the bytes read as {codec}: set the input's encoding)"
+    return ""
+
+
+def _mostly_han(chars: list[str]) -> bool:
+    return bool(chars) and sum("\u4e00" <= ch <= "\u9fff" or "\u3000" <= ch <= "\u303f" or "\uff00" <= ch <= "\uffef"
+                               for ch in chars) >= 0.9 * len(chars)
+
+
+def _latin_letters(chars: list[str]) -> bool:
+    return bool(chars) and all(ch.isalpha() or ch in "\u2018\u2019\u201c\u201d\u2013\u2014\u20ac\u00a0\u00b0" for ch in chars)
+
+
 def decoded_lines(fh, codec: str, chunk: int = 1 << 20) -> Iterator[tuple[str | None, str, str]]:
     """Each line of ``fh`` (end of line kept): ``(text, "", "")``, or for a line that does not
     decode ``(None, the line as far as it is legible, what is wrong)``.
@@ -235,7 +260,8 @@ def decoded_lines(fh, codec: str, chunk: int = 1 << 20) -> Iterator[tuple[str | 
             try:
                 yield raw.decode(codec), "", ""
             except UnicodeDecodeError as exc:
-                yield None, raw.decode(codec, "replace"), f"invalid {codec} byte at offset {exc.start}"
+                hint = encoding_hint(raw) if decode_reason(codec) == "invalid_utf8" else ""
+                yield None, raw.decode(codec, "replace"), f"invalid {codec} byte at offset {exc.start}{hint}"
         return
     decoder = codecs.getincrementaldecoder(codec)("surrogatepass")
     rest = ""

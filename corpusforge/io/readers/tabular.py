@@ -23,7 +23,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from corpusforge.io.readers.base import (ENCODING_HELP, READ_ERRORS, Encoding, ReadBatch, Reader, ReaderConfig, bad_rows,
-                                         decode_reason, describe_os_error, dumps_meta, file_codec, file_error_row,
+                                         decode_reason, describe_os_error, dumps_meta, encoding_hint, file_codec, file_error_row,
                                          open_maybe_compressed, text_column, text_table, truncated_batch)
 from corpusforge.io.storage import is_url
 
@@ -95,8 +95,9 @@ class CsvReader(Reader):
                                     f"row {row}: {len(fields)} fields, header has {len(header)}"))
                         continue
                     if any(_has_surrogate(f) for f in fields):
-                        bad.append((_clean(delimiter.join(fields)), row, reason,
-                                    f"row {row} (line {reader.line_num}): invalid {codec} byte"))
+                        line = delimiter.join(fields)
+                        hint = encoding_hint(line.encode(codec, "surrogateescape")) if reason == "invalid_utf8" else ""
+                        bad.append((_clean(line), row, reason, f"row {row} (line {reader.line_num}): invalid {codec} byte{hint}"))
                         continue
                     texts.append(fields[at])
                     rows.append(row)

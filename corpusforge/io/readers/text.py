@@ -13,7 +13,7 @@ from typing import Iterator, Literal
 from pydantic import Field
 
 from corpusforge.io.readers.base import (ENCODING_HELP, READ_ERRORS, Encoding, ReadBatch, Reader, ReaderConfig, bad_rows,
-                                         decode_reason, decoded_lines, describe_os_error, file_codec, file_error_row,
+                                         decode_reason, decoded_lines, describe_os_error, encoding_hint, file_codec, file_error_row,
                                          open_maybe_compressed, text_table, truncated_batch)
 
 
@@ -55,8 +55,8 @@ class TextReader(Reader):
                 text = data.decode(codec)
             except UnicodeDecodeError as exc:
                 yield ReadBatch(text_table(cfg.source, []), file_error_row(
-                    "text", cfg.source, path, decode_reason(codec), f"{codec}: invalid byte at offset {exc.start}",
-                    payload=data))
+                    "text", cfg.source, path, decode_reason(codec), f"{codec}: invalid byte at offset {exc.start}"
+                    f"{encoding_hint(data[:65536]) if decode_reason(codec) == 'invalid_utf8' else ''}", payload=data))
                 return
             yield ReadBatch(text_table(cfg.source, [text], src_path=src))
             return
