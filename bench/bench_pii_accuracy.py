@@ -24,9 +24,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS", "")
 
-from pii_cases import (CARD_CONTEXTS, CARD_GLUED_CONTEXTS, CHINESE_NON_PII, NON_PHONES, card_sentences,  # noqa: E402
+from pii_cases import (CARD_CONTEXTS, CARD_GLUED_CONTEXTS, CHINESE_NON_PII, NON_PHONES, bracketed_ranges,  # noqa: E402
+                       card_sentences,
                        cards, dotted, email_sentences, faker_cards, faker_phones, glued_phone_sentences, luhn_non_cards,
-                       phone_examples, phone_sentences, ssn_sentences)
+                       phone_examples, phone_sentences, printed_phone_sentences, ssn_sentences)
 
 from corpusforge.text.pii import Pii  # noqa: E402
 
@@ -65,10 +66,12 @@ def main():
     find = ours.find
     presidio_phone, presidio_card = presidio_engine("phone"), presidio_engine("card")
 
-    def phone_row(label: str, context: str, cases: list) -> None:
+    def phone_row(label: str, *rest) -> None:
+        """A table row: label, [context,] cases, text.pii's recall, presidio's."""
+        *context, cases = rest
         a = sum(covered(find(t), sp, PHONE_TYPES) for t, sp, _ in cases)
         b = sum(covered(presidio_phone(t), sp, {"PHONE_NUMBER"}) for t, sp, _ in cases)
-        print(f"| {label} | {context} | {len(cases)} | {a / len(cases):.3f} | {b / len(cases):.3f} |")
+        print(" | ".join(["", label, *context, str(len(cases)), f"{a / len(cases):.3f}", f"{b / len(cases):.3f} |"]).strip())
 
     print("## Phones: recall (labelled span fully covered by a phone finding)\n")
     print("| source | context | cases | text.pii | presidio PhoneRecognizer |")
@@ -92,6 +95,18 @@ def main():
         glued = glued_phone_sentences(numbers, rng)
         for ctx in (True, False):
             phone_row(label, "a phone word" if ctx else "a code word", [s for s in glued if s[2] == ctx])
+
+    print("\n## Area codes as Chinese and German text print them\n")
+    print("Recall (with a phone word), and bracketed year ranges and score lists tagged as phones (lower is right).\n")
+    print("| written | cases | text.pii | presidio PhoneRecognizer |")
+    print("|---|---|---|---|")
+    printed = printed_phone_sentences(random.Random(7))
+    for how in dict.fromkeys(c[2] for c in printed):
+        phone_row(f"`{how}`", [c for c in printed if c[2] == how])
+    ranges = bracketed_ranges(random.Random(8))
+    a = sum(any(r.entity_type in PHONE_TYPES for r in find(t)) for t in ranges)
+    b = sum(any(r.entity_type == "PHONE_NUMBER" for r in presidio_phone(t)) for t in ranges)
+    print(f"| year ranges in brackets, score lists (tagged) | {len(ranges)} | {a / len(ranges):.3f} | {b / len(ranges):.3f} |")
 
     print("\n## Payment cards: recall by network and length\n")
     per = defaultdict(lambda: [0, 0, 0])

@@ -32,6 +32,48 @@ GLUED_PHONE_CONTEXTS = ["Tel.{}", "phone{} (office)", "Ph#{}", "Fax{} or e-mail"
 GLUED_CODE_CONTEXTS = ["ID{}", "SKU{} in stock", "ref#{}", "Order No.{}", "v{}", "ABC{}"]
 
 
+# area codes as they are printed in Chinese (full-width brackets, an em dash) and German (a slash
+# with spaces, DIN 5008's old form) text, and a US area code in brackets with spaces; and what
+# looks like them but is none (a bracketed range of years, a score list)
+CN_AREA = ["010", "020", "021", "022", "023", "024", "025", "027", "028", "029", "0311", "0371", "0431", "0451",
+           "0531", "0551", "0571", "0591", "0731", "0755", "0757", "0769", "0871", "0898"]
+DE_AREA = ["030", "040", "089", "069", "0221", "0211", "0711", "0431", "0341", "0351"]
+
+
+def printed_phone_sentences(rng: random.Random, n: int = 40) -> list[tuple[str, tuple[int, int], str]]:
+    """[(text, span, how)]: area-code phones in the printed forms above, with a phone word."""
+    out = []
+
+    def local(k: int) -> str:
+        return str(rng.randint(2, 8)) + "".join(rng.choice("0123456789") for _ in range(k - 1))
+
+    for _ in range(n):
+        area = rng.choice(CN_AREA)
+        number = local(8 if len(area) == 3 else 7)
+        for how, written, t in (("（区号）号码", f"（{area}）{number}", "联系电话：{}，欢迎来电。"),
+                                ("区号—号码", f"{area}—{number}", "咨询电话{}（工作日）"),
+                                ("(区号) 号码", f"({area}) {number}", "电话：{}")):
+            out.append((t.format(written), (t.index("{}"), t.index("{}") + len(written)), how))
+        area = rng.choice(DE_AREA)
+        written = f"{area} / {local(3)} {rng.randint(10, 99)} {rng.randint(10, 99)}"
+        out.append((f"Tel.: {written}", (6, 6 + len(written)), "Vorwahl / Nummer"))
+        written = f"( {rng.randint(201, 989)} ) {rng.randint(201, 989)}-{rng.randint(1000, 9999)}"
+        out.append((f"Call {written} today.", (5, 5 + len(written)), "( area ) number"))
+    return out
+
+
+def bracketed_ranges(rng: random.Random, n: int = 40) -> list[str]:
+    """Years of a life or a period in brackets, and score lists: never phones."""
+    out = []
+    for _ in range(n):
+        a = rng.randint(1700, 1990)
+        b = a + rng.randint(20, 90)
+        out += [f"Emil Du Bois-Reymond ({a}-{b}) taught there.", f"经济学家孟用潜（{a}－{b}）之女",
+                f"the physiologist ( {a}-{b} ) , applied", f"砺卿（{a}—{b}）。", f"Scores {rng.randint(10, 99)} / "
+                f"{rng.randint(10, 99)} / {rng.randint(10, 99)} / {rng.randint(10, 99)} today"]
+    return out
+
+
 def glued_phone_sentences(numbers, rng: random.Random):
     """[(text, (start, end), phone word or not)]: each number once run into a phone word, once
     into a code's word (the number written without a leading "+": a code never has one)."""

@@ -230,6 +230,30 @@ def test_phones_run_into_a_phone_word_in_every_format(pii):
     assert not missed
 
 
+@pytest.mark.parametrize("text,number", [
+    ("电话：（010）12345678", "（010）12345678"),          # full-width brackets: the area code was left
+    ("电话：010—12345678", "010—12345678"),              # an em dash
+    ("Tel: 030 / 123 45 67", "030 / 123 45 67"),        # German, a slash with spaces
+    ("tel +49 (0)89 / 123 456", "+49 (0)89 / 123 456"),
+    ("call ( 415 ) 555-2671 now", "( 415 ) 555-2671"),
+    ("+49 431 – 5 36 22 67", "+49 431 – 5 36 22 67"),  # a real contact page: only "5 36 22 67" before
+])
+def test_area_codes_as_printed_are_scrubbed_with_the_number(pii, text, number):
+    assert [(r.entity_type, text[r.start:r.end]) for r in pii.find(text)] in (
+        [("PHONE_NUMBER", number)], [("CN_LANDLINE", number)])
+
+
+def test_area_code_forms_found_and_year_ranges_left(pii):
+    from pii_cases import bracketed_ranges, printed_phone_sentences
+
+    cases = printed_phone_sentences(random.Random(3), n=10)
+    assert not [t for t, span, _ in cases if not _covered(pii.find(t), span, PHONE_TYPES)]
+    # a bracketed range of years read as "(area) number" was tagged: World War II (1939-1945)
+    tagged = [t for t in bracketed_ranges(random.Random(4), n=10) + ["World War II (1939-1945), life at"]
+              if pii.find(t)]
+    assert not tagged
+
+
 def test_every_card_network_and_length_and_no_other_luhn_number(pii):
     from pii_cases import cards, luhn_non_cards
 

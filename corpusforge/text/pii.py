@@ -95,9 +95,10 @@ RUN_MARGIN = 3
 # identifiers whose recognizer verifies a check digit: when one overlaps a shape-only finding
 # (a phone guessed from digit groups), the verified one is what the digits are
 CHECK_DIGIT = {"CREDIT_CARD", "CN_BANK_CARD", "CN_RESIDENT_ID", "IBAN_CODE"}
-# full-width digits and signs -> ASCII, character for character (offsets unchanged)
-FOLD_FULL_WIDTH = str.maketrans({**{chr(0xFF10 + i): str(i) for i in range(10)}, "＋": "+", "－": "-"})
-FULL_WIDTH = re.compile("[０-９＋－]")
+# full-width digits, signs and brackets -> ASCII, character for character (offsets unchanged):
+# （010）12345678 is how Chinese text writes an area code
+FOLD_FULL_WIDTH = str.maketrans({**{chr(0xFF10 + i): str(i) for i in range(10)}, "＋": "+", "－": "-", "（": "(", "）": ")"})
+FULL_WIDTH = re.compile("[０-９＋－（）]")
 # windows closer than this are analyzed as one: each presidio call has a fixed cost (registry
 # lookup, context pass, copies) that outweighs scanning a few hundred more characters
 MERGE_GAP = 256

@@ -31,10 +31,10 @@ from presidio_analyzer import EntityRecognizer, RecognizerResult
 
 from corpusforge.text.pii_numbers import is_amount
 
-SEPARATORS = " -./\u00a0\u2010\u2011\u2013"
+SEPARATORS = " -./\u00a0\u2010\u2011\u2013\u2014"
 # every candidate's main part holds 7+ digits joined by at most 4 of these characters: the
 # stage's pre-scan trigger
-TRIGGER = r"\d(?:[ \-./\u00a0\u2010\u2011\u2013()]{0,4}\d){6,}"
+TRIGGER = r"\d(?:[ \-./\u00a0\u2010\u2011\u2013\u2014()]{0,4}\d){6,}"
 EXTENSION = regex.compile(r"[ ]?(?:x|ext\.?|extn\.?|extension|#|转|分机)[ ]?\d{1,6}$", regex.IGNORECASE)
 GROUPS = regex.compile(r"\d+")
 
@@ -58,13 +58,18 @@ BEFORE, AFTER = 40, 16
 # numbers glued to letters, signs and other numbers out (ID-5551234, v10.0.1, 3.14159), except
 # after a phone word run into the number as forms and PDFs print it (phone4155552671,
 # tel.415-555-2671, Ph#..., Fax+1 ..., Tel No.4155552671)
-_SEP = r"[ \-./\u00a0\u2010\u2011\u2013]"
-_GROUP = r"(?:\(\+?\d{1,6}(?:[ \-]\d{1,4})?\)|\d{1,15})"   # digits, or bracketed: (0755), (0), (+370), (06 1)
+_SEP = r"[ \-./\u00a0\u2010\u2011\u2013\u2014]"
+# a slash or dash with a space either side (German "030 / 123 45 67", "415 - 555 - 2671"): also how
+# ranges and fractions are written, so such a number is a phone only with a phone word (score)
+_SPACED = r" [/\-\u2013\u2014] "
+SPACED = regex.compile(_SPACED)
+# digits, or bracketed: (0755), (0), (+370), (06 1), ( 415 ); never a bracketed range of years (1833-1890)
+_GROUP = r"(?:\( ?\+?(?:\d{1,6}|\d{1,3}[ \-]\d{1,3}) ?\)|\d{1,15})"
 CHAIN = regex.compile(
     rf"(?:(?<=(?<![\p{{Latin}}])(?:{PHONE_WORDS})(?:\s?(?:no|nr|num|number))?[.:#]?)"   # a phone word run into it
     r"|(?<![\p{Latin}\d+@_\-./,#$€£¥￥]|\d[ \-./]))"      # else never inside a longer chain or a code
     r"(?:\+\s?|\b00[ \-.]?)?"                           # international prefix: +44, 0049
-    rf"{_GROUP}(?:(?:{_SEP}\s?|(?<=\))|(?=\(|\s\())\s?{_GROUP}){{0,7}}"
+    rf"{_GROUP}(?:(?:{_SEP}\s?|{_SPACED}|(?<=\))|(?=\(|\s\())\s?{_GROUP}){{0,7}}"
     r"(?:[ ]?(?:x|ext\.?|extn\.?|extension|#|转|分机)[ ]?\d{1,6})?"   # extension
     r"(?![\p{Latin}\d%％‰]|[.,\-:]\d)", regex.IGNORECASE)
 CLAUSE_END = regex.compile(r"[。；;！？!?\n](?!.*[。；;！？!?\n])", regex.DOTALL)   # the last one in the text
@@ -145,7 +150,8 @@ class ContextPhoneRecognizer(EntityRecognizer):
         zero_trunk = groups[0].startswith("0") and groups[0][1:2] != "0" and (
             (len(groups) == 2 and len(groups[0]) >= 2) or (len(groups) == 1 and 9 <= len(groups[0]) <= 11))
         round_numbers = len(groups) >= 2 and all(g.endswith("00") for g in groups)
-        shaped = (brackets or len(groups) >= 3 or zero_trunk) and not round_numbers
+        spaced = SPACED.search(main) is not None          # "030 / 123 45 67": a range or fraction's shape too
+        shaped = (brackets or len(groups) >= 3 or zero_trunk) and not round_numbers and not spaced
         ssn_shape = seps == {"-"} and [len(g) for g in groups] == [3, 2, 4]
         if ssn_shape:
             shaped = False                            # the shape of a US SSN (001-... included: not "00" + 1)
