@@ -24,10 +24,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS", "")
 
-from pii_cases import (CARD_CONTEXTS, CARD_GLUED_CONTEXTS, CHINESE_NON_PII, NON_PHONES, bracketed_ranges,  # noqa: E402
-                       card_sentences,
-                       cards, dotted, email_sentences, faker_cards, faker_phones, glued_phone_sentences, luhn_non_cards,
-                       phone_examples, phone_sentences, printed_phone_sentences, ssn_sentences)
+from pii_cases import (CARD_CONTEXTS, CARD_GLUED_CONTEXTS, CARD_SEPARATORS, CHINESE_NON_PII, NON_PHONES,  # noqa: E402
+                       bracketed_ranges, card_sentences, cards, dotted, email_sentences, faker_cards, faker_phones,
+                       glued_phone_sentences, luhn_non_cards, phone_examples, phone_sentences, printed_phone_sentences,
+                       separated, ssn_sentences)
 
 from corpusforge.text.pii import Pii  # noqa: E402
 
@@ -146,6 +146,13 @@ def main():
         written = dotted("".join(c for c in number if c.isdigit()))
         dots.append((f"Card number {written} expires 04/29.", (12, 12 + len(written)), "dotted"))
     row("`'Card number {} expires 04/29.'`, groups printed with dots", dots)
+    numbers = cards(rng, per_kind=2) + faker_cards(per_type=4)
+    for name, sep in CARD_SEPARATORS.items():
+        cases = []
+        for number, _ in numbers:
+            written = separated("".join(c for c in number if c.isdigit()), sep)
+            cases.append((f"Card number {written} expires 04/29.", (12, 12 + len(written)), name))
+        row(f"groups apart by {name}", cases)
 
     non_cards = luhn_non_cards(rng)
     fp_ours = sum(any(r.entity_type == "CREDIT_CARD" for r in find(f"Number {n} here")) for n in non_cards)

@@ -200,6 +200,15 @@ def card_sentences(numbers, rng: random.Random, templates=CARD_CONTEXTS) -> list
     return out
 
 
+# group separators as web pages (a no-break space), PDFs (double spaces, tabs) and typesetting
+# (en dash, a dash with spaces) print them
+CARD_SEPARATORS = {"two spaces": "  ", "no-break space": "\u00a0", "tab": "\t", "en dash": "\u2013", "spaced dash": " - "}
+
+
+def separated(number: str, sep: str) -> str:
+    return _group(number, sep)
+
+
 def dotted(number: str) -> str:
     """A card number printed in groups with dots (4111.1111.1111.1111; Amex 3782.822463.10005)."""
     return _group(number, ".")

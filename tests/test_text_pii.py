@@ -317,6 +317,18 @@ def test_cards_run_into_a_label_or_printed_with_dots(pii):
                                                        "amex <CREDIT_CARD>."]
 
 
+def test_card_groups_apart_by_web_and_pdf_separators(pii):
+    """A no-break space (HTML), double spaces and tabs (PDF text), en dashes: every network."""
+    from pii_cases import CARD_SEPARATORS, cards, separated
+
+    numbers = [n for n, _ in cards(random.Random(13), per_kind=1)]
+    for name, sep in CARD_SEPARATORS.items():
+        for number in numbers:
+            written = separated(number, sep)
+            text = f"Card number {written} expires 04/29."
+            assert _covered(pii.find(text), (12, 12 + len(written)), {"CREDIT_CARD", "CN_BANK_CARD"}), (name, written)
+
+
 @pytest.mark.parametrize("text", [
     "pi is 3.4111111111111111 or so",              # digits after a decimal point
     "commit a3f4111111111111111b0 fixed it",       # letters mixed with digits: a hash, not a card

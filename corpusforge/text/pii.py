@@ -44,6 +44,7 @@ from pydantic import Field, field_validator, model_validator
 from corpusforge.stage import Stage, StageConfig, StageResult, StageStats, split
 from corpusforge.text.pii_ner import (DEFAULT_SPACY_MODEL, NER_ENTITIES, ChineseNerRecognizer, SpacyNerRecognizer,
                                       require)
+from corpusforge.text.pii_numbers import CARD_SEP
 from corpusforge.text.pii_phone import TRIGGER as PHONE_TRIGGER
 from corpusforge.text.pii_recognizers import ALL_ENTITIES, NON_ASCII_ADDRESS_CHAR
 
@@ -64,7 +65,7 @@ DIGITS = ["CREDIT_CARD", "IBAN_CODE", "US_SSN", "CN_MOBILE", "CN_LANDLINE", "CN_
           "CN_BANK_CARD", "CN_PASSPORT"]
 TRIGGERS = [
     (r"@", ["EMAIL_ADDRESS", "URL"]),
-    (r"\d(?:[ \-]?\d){11,}", ["CREDIT_CARD", "CN_BANK_CARD"]),     # 12-19 digits, single spaces or dashes
+    (rf"\d(?:{CARD_SEP}?\d){{11,}}", ["CREDIT_CARD", "CN_BANK_CARD"]),   # 12-19 digits, spaces or dashes between
     (r"\d{4}\.\d{4,6}\.\d{4}", ["CREDIT_CARD"]),                    # a card's groups printed with dots
     (r"(?i)[a-z]{2}\d{2}", ["IBAN_CODE"]),                           # an IBAN opens with country + check digits
     (r"\d{3}-\d{6}|\d{5}-\d{4}|\d{3}[- .]?\d{2}[- .]?\d{4}", ["US_SSN"]),   # presidio's five SSN shapes

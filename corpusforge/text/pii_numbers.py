@@ -85,6 +85,9 @@ def is_card(number: str) -> bool:
     return 12 <= len(digits) <= 19 and card_network_ok(digits) and luhn_ok(digits)
 
 
+CARD_SEP = r"(?:[ \t\u00a0\u2007\u202f]{1,2}|[ ]?[\-\u2010\u2011\u2013\u2014][ ]?)"
+
+
 class PaymentCardRecognizer(EntityRecognizer):
     """CREDIT_CARD: 12-19 digits, single spaces or dashes between groups, Luhn and a network's
     prefix and length."""
@@ -93,8 +96,10 @@ class PaymentCardRecognizer(EntityRecognizer):
     # one candidate, and card_spans finds the card among its groups. Never the digits after a
     # decimal point or a sign, nor a part of a longer dotted number; a dot after a label is fine
     # ("Card No.5500 ..."). The groups may be printed with dots ("4111.1111.1111.1111", Amex 4.6.5).
-    CANDIDATE = regex.compile(r"(?<![\d\-+])(?<!\d[.,])(?:\d(?:[ \-]?\d){11,39}|\d{4}(?:\.\d{4,6}){2}(?:\.\d{1,5}){0,2})"
-                              r"(?!\d|[.,]\d)")
+    # Between groups: up to two spaces of any kind (a PDF's double space, HTML's no-break space, a
+    # tab) or a dash (hyphen, en or em dash) with a space either side or none.
+    CANDIDATE = regex.compile(rf"(?<![\d\-+])(?<!\d[.,])(?:\d(?:{CARD_SEP}?\d){{11,39}}|\d{{4}}(?:\.\d{{4,6}}){{2}}"
+                              r"(?:\.\d{1,5}){0,2})(?!\d|[.,]\d)")
     # a candidate may touch Latin letters only when they are a word of letters alone ("card 4111...exp",
     # "VISA4111..."): text from forms and PDFs runs labels into numbers, while letters mixed with
     # digits around the run make it part of a code (a hash, a serial) that holds no card
