@@ -114,6 +114,20 @@ def test_jsonl_number_past_pythons_digit_limit_rejects_its_line_only(tmp_path):
     assert "4300 digits" in rejs.column("reject_detail")[0].as_py()
     assert json.loads(recs.column("meta")[1].as_py()) == {"x": "nan"}      # meta stays strict JSON
 
+def test_a_file_two_inputs_list_is_a_warning(tmp_path):
+    (tmp_path / "in" / "sub").mkdir(parents=True)
+    (tmp_path / "in" / "a.jsonl").write_text('{"text": "one document"}\n')
+    (tmp_path / "in" / "sub" / "b.jsonl").write_text('{"text": "another document"}\n')
+    inputs = [{"format": "jsonl", "paths": [str(tmp_path / "in"), str(tmp_path / "in" / "*.jsonl")], "source": "s"},
+              {"format": "jsonl", "paths": [str(tmp_path / "in" / "sub")], "source": "t"}]
+    summary, _, _ = run_text(tmp_path, inputs)
+    assert summary.stats["totals"]["kept"] == 3          # a.jsonl once (one input lists it twice), b.jsonl twice
+    [warning] = summary.stats["warnings"]
+    assert "1 file(s) are read by more than one input" in warning and "b.jsonl: inputs 0, 1" in warning
+    summary, _, _ = run_text(tmp_path / "again", inputs[:1])
+    assert "warnings" not in summary.stats
+
+
 def test_hostile_jsonl_through_a_whole_run(tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "a.jsonl").write_text('{"text": "good"}\n{"text": "x", "m": "\\udc00"}\n'

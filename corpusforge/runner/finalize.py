@@ -149,6 +149,21 @@ def decision_warnings(stages: dict) -> list[str]:
     return out
 
 
+def input_warnings(plan: Plan) -> list[str]:
+    """A file that two inputs list (overlapping folders or globs) is read once per input: its
+    records reach the output twice, under two sources and ids that exact dedup cannot match."""
+    inputs_of: dict[str, list[int]] = {}
+    for unit in plan.units:
+        for index, path in unit.files:
+            inputs_of.setdefault(path, []).append(index)
+    twice = {path: ids for path, ids in inputs_of.items() if len(ids) > 1}
+    if not twice:
+        return []
+    path, ids = next(iter(sorted(twice.items())))
+    return [f"{len(twice):,} file(s) are read by more than one input, so their records are in the output once per "
+            f"input (e.g. {path}: inputs {', '.join(map(str, ids))}); list each file under one input"]
+
+
 def merge_stats(plan: Plan, results: list[list[UnitResult]]) -> dict:
     read = {"files": 0, "files_accounted": 0, "records": 0, "rejected": 0, "bytes": 0,
             "rejected_by_reason": Counter()}
@@ -187,7 +202,7 @@ def merge_stats(plan: Plan, results: list[list[UnitResult]]) -> dict:
         "totals": {"entered": entered, "created": created, "kept": kept, "rejected": rejected,
                    "files_listed": files_listed, "files_accounted": read["files_accounted"], "accounting_ok": ok},
     }
-    warnings = decision_warnings(ordered)
+    warnings = input_warnings(plan) + decision_warnings(ordered)
     if warnings:
         stats["warnings"] = warnings
     if not ok:
