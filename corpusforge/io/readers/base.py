@@ -8,6 +8,7 @@ import gzip
 import io
 import json
 import os
+import re
 import shutil
 import tempfile
 import zlib
@@ -274,18 +275,25 @@ def decoded_lines(fh, codec: str, chunk: int = 1 << 20) -> Iterator[tuple[str | 
             return
         lines = text.split("\n")
         rest = lines.pop()
-        for line in lines:
-            yield _checked_line(line + "\n", codec)
+        if LONE_SURROGATE.search(text) is None:         # one scan of the chunk, not one per line
+            for line in lines:
+                yield line + "\n", "", ""
+        else:
+            for line in lines:
+                yield _checked_line(line + "\n", codec)
         if not data:
             break
     if rest:
         yield _checked_line(rest, codec)
 
 
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _checked_line(line: str, codec: str) -> tuple[str | None, str, str]:
-    if line.isascii() or not any("\ud800" <= ch <= "\udfff" for ch in line):
+    if LONE_SURROGATE.search(line) is None:
         return line, "", ""
-    return None, "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in line), f"{codec}: lone surrogate"
+    return None, LONE_SURROGATE.sub("\ufffd", line), f"{codec}: lone surrogate"
 
 
 class ZstdFrames(io.RawIOBase):
