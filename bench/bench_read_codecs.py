@@ -16,14 +16,15 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 from corpusforge.io.readers.jsonl import JsonlReader  # noqa: E402
 from corpusforge.io.readers.text import TextReader  # noqa: E402
+from timing import best  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "data" / "text"
 CODECS = {"utf-8": "utf-8", "gb18030": "gb18030", "utf-16 (mark)": "utf-16"}
@@ -47,15 +48,6 @@ def _encodes(s: str, codec: str) -> bool:
         return True
     except UnicodeEncodeError:
         return False
-
-
-def best(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def read_all(reader, path: Path) -> int:
@@ -100,8 +92,8 @@ def main() -> None:
                 n_ours = read_all(make(), path)
                 n_bare = bare(path, codec)
                 assert n_ours == n_bare == len(docs), (kind, label, n_ours, n_bare)
-                ours = best(lambda: read_all(make(), path), a.repeats)
-                base = best(lambda: bare(path, codec), a.repeats)
+                ours, _ = best(lambda: read_all(make(), path), a.repeats)
+                base, _ = best(lambda: bare(path, codec), a.repeats)
                 mb = path.stat().st_size / 1e6
                 print(f"| {kind} | {label} | {mb:.0f} | {mb / ours:.0f} | {mb / base:.0f} | {base / ours:.2f}x |")
 
