@@ -22,9 +22,10 @@ from typing import Iterator
 import pyarrow as pa
 from pydantic import Field
 
-from corpusforge.io.readers.base import (ENCODING_HELP, READ_ERRORS, Encoding, ReadBatch, Reader, ReaderConfig, bad_rows,
-                                         decode_reason, describe_os_error, dumps_meta, encoding_hint, file_codec, file_error_row,
-                                         open_maybe_compressed, text_column, text_table, truncated_batch)
+from corpusforge.io.readers.base import (ENCODING_HELP, READ_ERRORS, Encoding, ReadBatch, Reader, ReaderConfig,
+                                         bad_rows, decode_reason, describe_os_error, dumps_meta, encoding_hint,
+                                         file_codec, file_error_row, open_maybe_compressed, text_column, text_table,
+                                         truncated_batch)
 from corpusforge.io.storage import is_url
 
 
@@ -97,7 +98,8 @@ class CsvReader(Reader):
                     if any(_has_surrogate(f) for f in fields):
                         line = delimiter.join(fields)
                         hint = encoding_hint(line.encode(codec, "surrogateescape")) if reason == "invalid_utf8" else ""
-                        bad.append((_clean(line), row, reason, f"row {row} (line {reader.line_num}): invalid {codec} byte{hint}"))
+                        bad.append((_clean(line), row, reason,
+                                    f"row {row} (line {reader.line_num}): invalid {codec} byte{hint}"))
                         continue
                     texts.append(fields[at])
                     rows.append(row)
@@ -128,7 +130,6 @@ def _clean(s: str) -> str:
 class HfDiskConfig(ReaderConfig):
     text_field: str = Field("text", description="Column holding the document text.")
     keep_meta: bool = Field(True, description="Keep the other columns as a JSON object in `meta`.")
-    encoding: Encoding = Field("utf-8", description=ENCODING_HELP)
 
 
 class HfDiskReader(Reader):
