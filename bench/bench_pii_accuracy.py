@@ -66,12 +66,11 @@ def main():
     find = ours.find
     presidio_phone, presidio_card = presidio_engine("phone"), presidio_engine("card")
 
-    def phone_row(label: str, *rest) -> None:
-        """A table row: label, [context,] cases, text.pii's recall, presidio's."""
-        *context, cases = rest
+    def phone_row(cells: list[str], cases: list) -> None:
+        """A table row: the given cells, then cases, text.pii's recall, presidio's."""
         a = sum(covered(find(t), sp, PHONE_TYPES) for t, sp, _ in cases)
         b = sum(covered(presidio_phone(t), sp, {"PHONE_NUMBER"}) for t, sp, _ in cases)
-        print(" | ".join(["", label, *context, str(len(cases)), f"{a / len(cases):.3f}", f"{b / len(cases):.3f} |"]).strip())
+        print(f"| {' | '.join(cells)} | {len(cases)} | {a / len(cases):.3f} | {b / len(cases):.3f} |")
 
     print("## Phones: recall (labelled span fully covered by a phone finding)\n")
     print("| source | context | cases | text.pii | presidio PhoneRecognizer |")
@@ -80,7 +79,7 @@ def main():
                            ("Faker, every locale", faker_phones())):
         sentences = phone_sentences(numbers, rng)
         for ctx in (True, False):
-            phone_row(label, "phone word near" if ctx else "none", [s for s in sentences if s[2] == ctx])
+            phone_row([label, "phone word near" if ctx else "none"], [s for s in sentences if s[2] == ctx])
         missed = [t for t, sp, ctx in sentences if ctx and not covered(find(t), sp, PHONE_TYPES)]
         if missed:
             print(f"\nmissed with context ({len(missed)}): {missed[:12]}\n")
@@ -94,7 +93,7 @@ def main():
     for label, numbers in (("phonenumbers examples", phone_examples()), ("Faker, every locale", faker_phones())):
         glued = glued_phone_sentences(numbers, rng)
         for ctx in (True, False):
-            phone_row(label, "a phone word" if ctx else "a code word", [s for s in glued if s[2] == ctx])
+            phone_row([label, "a phone word" if ctx else "a code word"], [s for s in glued if s[2] == ctx])
 
     print("\n## Area codes as Chinese and German text print them\n")
     print("Recall (with a phone word), and bracketed year ranges and score lists tagged as phones (lower is right).\n")
@@ -102,7 +101,7 @@ def main():
     print("|---|---|---|---|")
     printed = printed_phone_sentences(random.Random(7))
     for how in dict.fromkeys(c[2] for c in printed):
-        phone_row(f"`{how}`", [c for c in printed if c[2] == how])
+        phone_row([f"`{how}`"], [c for c in printed if c[2] == how])
     ranges = bracketed_ranges(random.Random(8))
     a = sum(any(r.entity_type in PHONE_TYPES for r in find(t)) for t in ranges)
     b = sum(any(r.entity_type == "PHONE_NUMBER" for r in presidio_phone(t)) for t in ranges)

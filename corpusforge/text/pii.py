@@ -20,9 +20,10 @@ Speed without changing what is found:
 2. Windows: presidio runs on the text around the triggers, with only the recognizers the
    triggers call for and only as much context as each needs: 3 characters for phone numbers, 48
    for the other numbers, and for emails, URLs and IPs the run of address characters (non-space
-   ASCII; accented, Greek, Cyrillic letters) around the trigger (at most ``window`` either side). A finding that touches a window edge is
-   re-checked on the whole document, so findings equal those of presidio with every
-   recognizer on the whole document (``bench/bench_pii.py`` and the tests check it).
+   ASCII; accented, Greek, Cyrillic letters) around the trigger (at most ``window`` either
+   side). A finding that touches a window edge is re-checked on the whole document, so
+   findings equal those of presidio with every recognizer on the whole document
+   (``bench/bench_pii.py`` and the tests check it).
 User recognizers (``recognizers_yaml``) have unknown shapes: with them the pre-scan is off unless
 ``prescan_extra`` gives a regex that every one of their matches contains.
 
@@ -98,7 +99,8 @@ RUN_MARGIN = 3
 CHECK_DIGIT = {"CREDIT_CARD", "CN_BANK_CARD", "CN_RESIDENT_ID", "IBAN_CODE"}
 # full-width digits, signs and brackets -> ASCII, character for character (offsets unchanged):
 # （010）12345678 is how Chinese text writes an area code
-FOLD_FULL_WIDTH = str.maketrans({**{chr(0xFF10 + i): str(i) for i in range(10)}, "＋": "+", "－": "-", "（": "(", "）": ")"})
+FOLD_FULL_WIDTH = str.maketrans({**{chr(0xFF10 + i): str(i) for i in range(10)},
+                                 "＋": "+", "－": "-", "（": "(", "）": ")"})
 # folding costs a pass over the text (str.translate, ~30 MB/s): only texts that need it, and full-width
 # brackets (in nearly every Chinese text) only where one touches a digit
 FULL_WIDTH = re.compile(r"[０-９＋－]|（[ +]?\d|\d ?）")

@@ -12,9 +12,10 @@ from typing import Iterator, Literal
 
 from pydantic import Field
 
-from corpusforge.io.readers.base import (ENCODING_HELP, READ_ERRORS, Encoding, ReadBatch, Reader, ReaderConfig, bad_rows,
-                                         decode_reason, decoded_lines, describe_os_error, encoding_hint, file_codec, file_error_row,
-                                         open_maybe_compressed, text_table, truncated_batch)
+from corpusforge.io.readers.base import (ENCODING_HELP, READ_ERRORS, Encoding, ReadBatch, Reader, ReaderConfig,
+                                         bad_rows, decode_reason, decoded_lines, describe_os_error, encoding_hint,
+                                         file_codec, file_error_row, open_maybe_compressed, text_table,
+                                         truncated_batch)
 
 
 class TextConfig(ReaderConfig):
@@ -54,9 +55,10 @@ class TextReader(Reader):
             try:
                 text = data.decode(codec)
             except UnicodeDecodeError as exc:
+                reason = decode_reason(codec)
+                hint = encoding_hint(data[:65536]) if reason == "invalid_utf8" else ""
                 yield ReadBatch(text_table(cfg.source, []), file_error_row(
-                    "text", cfg.source, path, decode_reason(codec), f"{codec}: invalid byte at offset {exc.start}"
-                    f"{encoding_hint(data[:65536]) if decode_reason(codec) == 'invalid_utf8' else ''}", payload=data))
+                    "text", cfg.source, path, reason, f"{codec}: invalid byte at offset {exc.start}{hint}", payload=data))
                 return
             yield ReadBatch(text_table(cfg.source, [text], src_path=src))
             return
